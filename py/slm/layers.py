@@ -1,0 +1,182 @@
+"""The transformer's building blocks as plain functions of NumPy arrays.
+
+Conventions: the last axis is the feature axis; attention arrays are (..., heads, T, head_size); a boolean mask
+is True where attending is allowed.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+GELU_C = np.sqrt(2.0 / np.pi)
+
+
+def layer_norm(
+    x: np.ndarray, weight: np.ndarray | None = None, bias: np.ndarray | None = None, eps: float = 1e-5
+) -> np.ndarray:
+    """Per row: subtract the mean, divide by the (population) standard deviation, then scale and shift."""
+    centred = x - x.mean(axis=-1, keepdims=True)
+    out = centred / np.sqrt((centred * centred).mean(axis=-1, keepdims=True) + eps)
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out
+
+
+def rms_norm(x: np.ndarray, weight: np.ndarray | None = None, eps: float = 1e-5) -> np.ndarray:
+    """Per row: divide by the root mean square (no centring), then scale."""
+    out = x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps)
+    return out if weight is None else out * weight
+
+
+def softmax(x: np.ndarray, axis: int = -1, mask: np.ndarray | None = None) -> np.ndarray:
+    """Numerically stable softmax. Entries that are masked out (mask False, or score -inf) get exactly 0;
+    a row with nothing allowed is all zeros rather than NaN."""
+    if mask is not None:
+        x = np.where(mask, x, -np.inf)
+    peak = x.max(axis=axis, keepdims=True)
+    peak = np.where(np.isfinite(peak), peak, 0.0)  # an all -inf row: avoid inf - inf
+    e = np.exp(x - peak)  # exp(-inf) is exactly 0
+    total = e.sum(axis=axis, keepdims=True)
+    return e / np.where(total > 0, total, 1.0)
+
+
+def relu(x: np.ndarray) -> np.ndarray:
+    return np.maximum(x, 0.0)
+
+
+def gelu(x: np.ndarray) -> np.ndarray:
+    """GELU, tanh approximation (as in GPT-2)."""
+    return 0.5 * x * (1.0 + np.tanh(GELU_C * (x + 0.044715 * x**3)))
+
+
+def silu(x: np.ndarray) -> np.ndarray:
+    return x / (1.0 + np.exp(-x))
+
+
+ACTIVATION_FUNCTIONS = {"relu": relu, "gelu": gelu}
+
+
+class FeedForward(NamedTuple):
+    """The feed-forward network's intermediate values: pre-activation, activation (the hidden layer), output."""
+
+    pre: np.ndarray
+    act: np.ndarray
+    out: np.ndarray
+    gate: np.ndarray | None = None  # SwiGLU only: x @ w_gate (+ no bias), before silu
+
+
+def feed_forward(
+    x: np.ndarray,
+    w_in: np.ndarray,
+    w_out: np.ndarray,
+    activation: str = "relu",
+    b_in: np.ndarray | None = None,
+    b_out: np.ndarray | None = None,
+    w_gate: np.ndarray | None = None,
+) -> FeedForward:
+    """FFN(x) = act(x W_in + b_in) W_out + b_out; weights store input coordinates as rows.
+
+    SwiGLU: act = silu(x W_gate) * (x W_in + b_in), the gate deciding how much of each hidden unit passes.
+    """
+    pre = x @ w_in
+    if b_in is not None:
+        pre = pre + b_in
+    gate = None
+    if activation == "swiglu":
+        if w_gate is None:
+            raise ValueError("feed_forward: activation 'swiglu' needs w_gate")
+        gate = x @ w_gate
+        act = silu(gate) * pre
+    elif activation in ACTIVATION_FUNCTIONS:
+        act = ACTIVATION_FUNCTIONS[activation](pre)
+    else:
+        raise ValueError(f"feed_forward: unknown activation {activation!r}")
+    out = act @ w_out
+    if b_out is not None:
+        out = out + b_out
+    return FeedForward(pre, act, out, gate)
+
+
+def split_heads(x: np.ndarray, n_heads: int) -> np.ndarray:
+    """(..., T, n_heads * k) -> (..., n_heads, T, k): head j owns columns j*k:(j+1)*k. A reshape, no copy of
+    values between heads."""
+    *lead, t, width = x.shape
+    if width % n_heads:
+        raise ValueError(f"split_heads: width {width} is not divisible by n_heads={n_heads}")
+    return np.swapaxes(x.reshape(*lead, t, n_heads, width // n_heads), -3, -2)
+
+
+def merge_heads(x: np.ndarray) -> np.ndarray:
+    """(..., n_heads, T, k) -> (..., T, n_heads * k), the inverse of split_heads."""
+    *lead, n_heads, t, k = x.shape
+    return np.swapaxes(x, -3, -2).reshape(*lead, t, n_heads * k)
+
+
+def causal_mask(n_queries: int, n_keys: int | None = None) -> np.ndarray:
+    """(n_queries, n_keys) booleans, True where query i may attend to key j. The queries are the last
+    n_queries positions of the n_keys (they follow a cache of n_keys - n_queries earlier positions)."""
+    n_keys = n_queries if n_keys is None else n_keys
+    offset = n_keys - n_queries
+    return np.arange(n_keys)[None, :] <= np.arange(n_queries)[:, None] + offset
+
+
+def padding_mask(lengths: np.ndarray, n_keys: int) -> np.ndarray:
+    """(B, n_keys) booleans, True for real tokens (position < length), False for padding."""
+    return np.arange(n_keys)[None, :] < np.asarray(lengths)[:, None]
+
+
+def sinusoidal_positions(n_positions: int, n_model: int) -> np.ndarray:
+    """The sin/cos table: row p, columns 2i and 2i+1 are sin and cos of p / 10000^(2i / n_model)."""
+    angles = np.arange(n_positions)[:, None] / 10000.0 ** (np.arange(0, n_model, 2) / n_model)
+    table = np.empty((n_positions, n_model))
+    table[:, 0::2] = np.sin(angles)
+    table[:, 1::2] = np.cos(angles)
+    return table
+
+
+def rope_angles(positions: np.ndarray, head_size: int, base: float = 10000.0, scale: float = 1.0) -> np.ndarray:
+    """(T, head_size/2) rotation angles: position * base^(-2i/k) / scale for pair i."""
+    freqs = base ** (-np.arange(0, head_size, 2) / head_size)
+    return np.asarray(positions, dtype=np.float64)[:, None] * freqs[None, :] / scale
+
+
+def rope(
+    x: np.ndarray, positions: np.ndarray, base: float = 10000.0, scale: float = 1.0
+) -> np.ndarray:
+    """Rotary position embedding: rotate each pair of coordinates (2i, 2i+1) of every row of x (..., T, k) by
+    its position's angle. Dot products of rotated rows then depend only on the gap between positions."""
+    angles = rope_angles(positions, x.shape[-1], base, scale)
+    cos, sin = np.cos(angles).astype(x.dtype), np.sin(angles).astype(x.dtype)
+    even, odd = x[..., 0::2], x[..., 1::2]
+    out = np.empty_like(x)
+    out[..., 0::2] = even * cos - odd * sin
+    out[..., 1::2] = even * sin + odd * cos
+    return out
+
+
+class Attention(NamedTuple):
+    """Scaled dot-product attention's values: pre-softmax scores (masked = -inf), weights, output."""
+
+    scores: np.ndarray
+    weights: np.ndarray
+    out: np.ndarray
+
+
+def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None = None) -> Attention:
+    """softmax(q k^T / sqrt(head_size)) v over (..., heads, T, head_size) arrays.
+
+    k and v may have fewer heads than q (grouped-query attention): query head j reads key/value head
+    j // (q_heads / kv_heads).
+    """
+    group = q.shape[-3] // k.shape[-3]
+    if group > 1:
+        k, v = np.repeat(k, group, axis=-3), np.repeat(v, group, axis=-3)
+    scores = (q @ np.swapaxes(k, -1, -2)) / np.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)
+    weights = softmax(scores)
+    return Attention(scores, weights, weights @ v)
