@@ -119,7 +119,7 @@ class Model:
 
         tok = self.params["tok_emb"][ids]
         pos = self._position_rows(positions, tok)
-        x = tok + pos
+        x = x0 = tok + pos
         layer_traces = []
         for i in range(self.cfg.n_layers):
             layer_traces.append(self._block(i, x, positions, mask, cache))
@@ -130,7 +130,7 @@ class Model:
             cache.length += n_new
 
         trace = Trace(
-            tokens=ids, tok=tok, pos=pos, x=tok + pos, layers=layer_traces, final=final, logits=logits,
+            tokens=ids, tok=tok, pos=pos, x=x0, layers=layer_traces, final=final, logits=logits,
             probs=layers.softmax(logits), positions=positions, lengths=lengths,
         )
         return trace if batched else _drop_batch_axis(trace)
