@@ -1,0 +1,106 @@
+"""Pure functions from a model and its Trace to the columns the views draw. No Panel or Bokeh here, so the
+numbers the app shows can be tested directly."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+import slm
+
+
+def attention_columns(trace: slm.Trace, layer: int, head: int, labels: Sequence[str]) -> tuple[dict, dict]:
+    """Two ColumnDataSource dicts for one head's heatmap: the allowed cells (with their weight) and the masked
+    cells (a future key the query may not see). Rows are query positions, columns key positions."""
+    scores = trace.layers[layer].scores[head]  # masked cells hold -inf, a weight of 0 is still a real weight
+    weights = trace.layers[layer].attention[head]
+    n_q, n_k = weights.shape
+    query, key = np.divmod(np.arange(n_q * n_k), n_k)
+    masked = np.isneginf(scores).ravel()
+    names = np.asarray(labels, dtype=object)
+    cells = {
+        "query": query, "key": key, "weight": weights.ravel(),
+        "query_token": names[query], "key_token": names[key],
+    }
+    allowed = {name: column[~masked] for name, column in cells.items()}
+    hidden = {name: column[masked] for name, column in cells.items()}
+    return allowed, hidden
+
+
+def top_tokens(probs: np.ndarray, vocab: Sequence[str], k: int = 10) -> tuple[list[str], np.ndarray]:
+    """The k most likely tokens (most likely first) and their probabilities."""
+    k = min(k, probs.size)
+    order = np.argsort(-probs, kind="stable")[:k]
+    return [vocab[i] for i in order], probs[order]
+
+
+class Attribution(NamedTuple):
+    target: int  # the token whose logit is explained (the model's top prediction at the position)
+    names: list[str]
+    values: np.ndarray
+
+
+def attribution(model: slm.Model, trace: slm.Trace, position: int) -> Attribution | None:
+    """Each component's direct contribution to the predicted token's logit, or None for post-norm models
+    (whose residual stream is re-normalised inside every block, so it is no longer a plain sum)."""
+    if model.cfg.norm_placement != "pre":
+        return None
+    target = int(np.argmax(trace.probs[position]))
+    contributions = slm.attribution.direct_logit_attribution(model, trace, position, target)
+    return Attribution(target, list(contributions), np.array(list(contributions.values())))
+
+
+def residual_norms(trace: slm.Trace, position: int) -> tuple[list[str], np.ndarray]:
+    """The residual's length at `position` after each step: x, then h and y of every block."""
+    stages = slm.attribution.residual_stages(trace)
+    return [name for name, _ in stages], np.array([np.linalg.norm(rows[position]) for _, rows in stages])
+
+
+def lens(model: slm.Model, trace: slm.Trace, position: int, vocab: Sequence[str]) -> tuple[list[str], list[str],
+                                                                                          np.ndarray]:
+    """Logit lens at `position`: after each step, the token the model would predict if it stopped there."""
+    stages, tokens, probs = [], [], []
+    for row in slm.attribution.logit_lens(model, trace):
+        best = int(np.argmax(row.probs[position]))
+        stages.append(row.stage)
+        tokens.append(vocab[best])
+        probs.append(row.probs[position, best])
+    return stages, tokens, np.array(probs)
+
+
+def coordinate_steps(trace: slm.Trace, position: int) -> list[tuple[str, np.ndarray]]:
+    """The residual row at `position` through every block, step by step: x, + attention, h, + FFN, y."""
+    steps = [("x", trace.x[position])]
+    many = len(trace.layers) > 1
+    for i, layer in enumerate(trace.layers):
+        tag = f"L{i}." if many else ""
+        steps += [
+            (f"{tag}+attention", layer.attn_out[position]),
+            (f"{tag}h", layer.h[position]),
+            (f"{tag}+FFN", layer.ff_out[position]),
+            (f"{tag}y", layer.y[position]),
+        ]
+    return steps
+
+
+def ablate_heads(model: slm.Model, heads: Iterable[tuple[int, int]]) -> slm.Model:
+    """A copy of `model` in which the given (layer, head) pairs write nothing into the residual stream.
+
+    Zeroing head j's k columns of w_o makes its head_out exactly 0 and leaves every other head untouched, so a
+    forward pass of the copy is the original with those heads removed; the weights are shared otherwise."""
+    params = dict(model.params)
+    k = model.cfg.head_size
+    for layer, head in heads:
+        name = f"blocks.{layer}.attn.w_o"
+        w_o = params[name].copy()
+        w_o[:, head * k:(head + 1) * k] = 0.0
+        params[name] = w_o
+    return slm.Model(model.cfg, params, model.meta)
+
+
+def changed_rows(before: np.ndarray, after: np.ndarray) -> np.ndarray:
+    """Per row (position): True when any value differs at all; False only when bit-identical."""
+    axes = tuple(range(1, before.ndim))
+    return ~np.all(before == after, axis=axes) if axes else before != after

@@ -1,0 +1,242 @@
+"""The playground's state: one param.Parameterized that every view reads.
+
+Flow: the URL and the widgets set the plain parameters (prompt, model, settings, selection). A change of model
+or prompt runs exactly one forward pass and publishes it as `trace` (with `tokens`); views watch `trace` and
+the selection parameters and patch their Bokeh sources. Generation streams tokens into `generated` from an
+async loop (no threads: Pyodide has none), yielding to the event loop between tokens so Stop is heard.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import numpy as np
+import param
+
+import slm
+
+from . import analysis
+from .models import END, LESSON_CHOICES, PromptTokens, default_model_name, encode_prompt, load_model
+
+VIEWS = ("generate", "attention", "residual", "next", "lesson")
+DEFAULT_PROMPTS = {"shipped": "the cat chased the dogs because they", "lesson": "the cat was tired"}
+STEP_DELAY = 0.05  # seconds between streamed tokens: long enough to see them arrive, short enough not to bore
+
+# Parameter -> URL query name. Everything a link should restore.
+URL_PARAMS = {
+    "prompt": "prompt", "model_name": "model", "max_new_tokens": "max_new_tokens", "temperature": "temperature",
+    "top_k": "top_k", "top_p": "top_p", "seed": "seed", "layer": "layer", "head": "head", "position": "pos",
+    "view": "view", "embed": "embed", "norm_placement": "norm_placement", "norm": "norm",
+    "positions": "positions", "causal": "causal", "n_heads": "heads", "n_kv_heads": "kv_heads",
+    "ablate": "ablate", "compare": "compare", "compare_position": "compare_pos", "compare_token": "compare_token",
+}
+
+
+class PlaygroundState(param.Parameterized):
+    # ---- what the learner chooses (and the URL carries) ----
+    model_name = param.Selector(default="lesson", objects=["shipped", "lesson"], doc="Which model to run")
+    prompt = param.String(default="", doc="The text the model reads after <start>")
+    max_new_tokens = param.Integer(default=12, bounds=(1, 64), doc="How many tokens to generate at most")
+    temperature = param.Number(default=0.8, bounds=(0.0, 2.0), step=0.05, doc="0 = always the most likely token")
+    top_k = param.Integer(default=0, bounds=(0, 50), doc="Keep only the k most likely tokens (0 = all)")
+    top_p = param.Number(default=1.0, bounds=(0.05, 1.0), step=0.05, doc="Keep the most likely tokens up to mass p")
+    seed = param.Integer(default=0, bounds=(0, 999_999), doc="The same seed gives the same continuation")
+    layer = param.Integer(default=0, bounds=(0, None), doc="The layer of the head shown large")
+    head = param.Integer(default=0, bounds=(0, None), doc="The head shown large")
+    position = param.Integer(default=-1, bounds=(-1, None), doc="Selected token position (-1 = the last one)")
+    view = param.Selector(default="generate", objects=list(VIEWS), doc="The open view")
+    embed = param.Boolean(default=False, doc="Show only the chosen view (for an iframe)")
+    # the lesson model's architecture switches
+    norm_placement = param.Selector(default="pre", objects=list(LESSON_CHOICES["norm_placement"]))
+    norm = param.Selector(default="layer", objects=list(LESSON_CHOICES["norm"]))
+    positions = param.Selector(default="sinusoidal", objects=list(LESSON_CHOICES["positions"]))
+    causal = param.Boolean(default=True)
+    n_heads = param.Selector(default=2, objects=[1, 2, 4])
+    n_kv_heads = param.Selector(default=2, objects=[1, 2, 4])
+    # experiments
+    ablate = param.String(default="none", doc="A head removed from the residual stream, e.g. 'L0.H1'")
+    compare = param.Boolean(default=False, doc="Lesson: compare with a prompt that has one token changed")
+    compare_position = param.Integer(default=1, bounds=(1, None), doc="The position whose token is changed")
+    compare_token = param.String(default="dog", doc="The token put there instead")
+
+    # ---- derived: written only by this class ----
+    model = param.Parameter(doc="The slm.Model being shown")
+    tokenizer = param.Parameter()
+    tokens = param.Parameter(doc="The prompt as the model reads it (PromptTokens)")
+    trace = param.Parameter(doc="The forward pass of `tokens`: every view reads this one")
+    model_note = param.String(default="", doc="Why the model differs from the request, if it does")
+    generated = param.List(default=[], doc="Streamed (token, probability) pairs")
+    generating = param.Boolean(default=False)
+
+    def __init__(self, **params: Any) -> None:
+        params.setdefault("model_name", default_model_name())
+        params.setdefault("prompt", DEFAULT_PROMPTS[params["model_name"]])
+        self._stop_requested = False
+        super().__init__(**params)
+        self._load_model()
+
+    # ---- model and forward pass ----
+
+    @param.depends("model_name", "norm_placement", "norm", "positions", "causal", "n_heads", "n_kv_heads",
+                   watch=True)
+    def _load_model(self) -> None:
+        note = ""
+        name = self.model_name
+        try:
+            model = load_model(name, **self.lesson_options())
+        except FileNotFoundError:
+            # The shipped weights are still being trained: fall back, and say so.
+            note = "The trained model is not available yet, so the playground shows the lesson model."
+            name = "lesson"
+            model = load_model(name, **self.lesson_options())
+        except ValueError as exc:
+            note = f"That architecture cannot be built ({exc}); the previous model is still shown."
+            model = self.model if self.model is not None else load_model("lesson")
+        tokenizer = slm.tokenizer_for(model)
+        cfg = model.cfg
+        with param.parameterized.batch_call_watchers(self):
+            self.param.layer.bounds = (0, cfg.n_layers - 1)
+            self.param.head.bounds = (0, cfg.n_heads - 1)
+            changes: dict[str, Any] = dict(
+                model=model, tokenizer=tokenizer, model_note=note,
+                layer=min(self.layer, cfg.n_layers - 1), head=min(self.head, cfg.n_heads - 1),
+            )
+            if name != self.model_name:
+                changes["model_name"] = name
+            if self.ablate not in self.head_names(model):
+                changes["ablate"] = "none"
+            self.param.update(**changes)
+            self._run()
+
+    def lesson_options(self) -> dict[str, Any]:
+        return dict(norm_placement=self.norm_placement, norm=self.norm, positions=self.positions,
+                    causal=self.causal, n_heads=self.n_heads, n_kv_heads=self.n_kv_heads)
+
+    @param.depends("prompt", watch=True)
+    def _run(self) -> None:
+        """The one forward pass per change."""
+        tokens = encode_prompt(self.tokenizer, self.prompt, self.model.cfg.n_ctx)
+        trace = self.model.forward(np.asarray(tokens.ids))
+        self.param.update(tokens=tokens, trace=trace, generated=[])
+
+    # ---- reading the selection ----
+
+    @property
+    def selected_position(self) -> int:
+        """The selected position, clamped to the prompt (-1 and anything too large mean the last token)."""
+        n = len(self.tokens.ids)
+        return n - 1 if self.position < 0 or self.position >= n else self.position
+
+    @property
+    def vocab(self) -> list[str]:
+        return self.tokenizer.vocab
+
+    @staticmethod
+    def head_names(model: slm.Model) -> list[str]:
+        return ["none"] + [f"L{i}.H{j}" for i in range(model.cfg.n_layers) for j in range(model.cfg.n_heads)]
+
+    def ablated_probs(self) -> np.ndarray | None:
+        """Next-token probabilities (T, V) with the `ablate` head's write removed, or None when none is."""
+        if self.ablate == "none":
+            return None
+        layer, head = (int(part[1:]) for part in self.ablate.split("."))
+        return analysis.ablate_heads(self.model, [(layer, head)]).forward(np.asarray(self.tokens.ids)).probs
+
+    def comparison(self) -> tuple[PromptTokens, slm.Trace, int] | None:
+        """The prompt with one token replaced (compare_position gets compare_token) and its forward pass, for
+        the causal-mask check; None when the prompt has no such position or the word is not in the vocabulary."""
+        ids = list(self.tokens.ids)
+        position, token = self.compare_position, self.tokenizer.index.get(self.compare_token)
+        if token is None or position >= len(ids):
+            return None
+        ids[position] = token
+        labels = list(self.tokens.labels)
+        labels[position] = self.compare_token
+        changed = self.tokens._replace(ids=ids, labels=labels)
+        return changed, self.model.forward(np.asarray(ids)), position
+
+    @property
+    def pronoun_head(self) -> tuple[int, int] | None:
+        """The head the training notes point a learner at (shipped model only)."""
+        pair = self.model.meta.get("pronoun_head")
+        if isinstance(pair, list | tuple) and len(pair) == 2:
+            return int(pair[0]), int(pair[1])
+        return None
+
+    # ---- generation ----
+
+    async def generate(self) -> None:
+        """Stream a continuation of the prompt into `generated`, one token at a time. One generation at a time:
+        a second call while one runs does nothing."""
+        if self.generating:
+            return
+        self._stop_requested = False
+        self.param.update(generating=True, generated=[])
+        model, tokenizer = self.model, self.tokenizer
+        end = tokenizer.index.get(END)
+        steps = slm.generate(
+            model, self.tokens.ids, self.max_new_tokens, temperature=self.temperature,
+            top_k=self.top_k or None, top_p=self.top_p if self.top_p < 1 else None, seed=self.seed,
+            stop_ids=() if end is None else (end,),
+        )
+        try:
+            for step in steps:
+                if self._stop_requested or model is not self.model:
+                    break
+                self.generated = [*self.generated, (tokenizer.vocab[step.token], step.prob)]
+                await asyncio.sleep(STEP_DELAY)  # let the page draw the token and hear a Stop click
+                if self._stop_requested:
+                    break
+        finally:
+            self.generating = False
+
+    def stop(self) -> None:
+        self._stop_requested = True
+
+    def continuation_text(self) -> str:
+        return self.tokenizer.decode([self.tokenizer.index[t] for t, _ in self.generated])
+
+    def append_continuation(self) -> None:
+        """Make prompt + continuation the new prompt, so every view describes the generated text too."""
+        if self.generated:
+            self.prompt = f"{self.prompt} {self.continuation_text()}".strip()
+
+    # ---- URL ----
+
+    def apply_url_values(self, values: dict[str, Any]) -> None:
+        """Apply values read from a URL one by one, coercing what can be coerced (e.g. embed=1) and skipping
+        what cannot, so a hand-edited link never breaks the page."""
+        for name, value in values.items():
+            with contextlib.suppress(Exception):
+                setattr(self, name, _coerce(self.param[name], value))
+
+
+def _coerce(parameter: param.Parameter, value: Any) -> Any:
+    if isinstance(parameter, param.Boolean):
+        return str(value).strip().lower() in ("1", "true", "yes", "on")
+    if isinstance(parameter, param.Integer):
+        value = int(float(value))
+    elif isinstance(parameter, param.Number):
+        value = float(value)
+    elif isinstance(parameter, param.String):
+        return str(value)
+    elif isinstance(parameter, param.Selector):
+        for option in parameter.objects:
+            if str(option).lower() == str(value).lower():
+                return option
+        return value
+    if parameter.bounds is not None:  # clamp absurd values instead of refusing them
+        low, high = parameter.bounds
+        value = value if low is None else max(low, value)
+        value = value if high is None else min(high, value)
+    return value
+
+
+def sync_url(state: PlaygroundState) -> None:
+    """Keep the URL query string and the state in step (Panel's location.sync), when there is a page."""
+    import panel as pn
+
+    if pn.state.location is not None:
+        pn.state.location.sync(state, URL_PARAMS, on_error=state.apply_url_values)

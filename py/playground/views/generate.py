@@ -1,0 +1,51 @@
+"""Generate: the prompt's continuation streams in token by token, each token shaded by its probability."""
+
+from __future__ import annotations
+
+import panel as pn
+
+from ..state import PlaygroundState
+from .common import caption, esc, title
+
+
+def stream_html(prompt: str, generated: list[tuple[str, float]], running: bool) -> str:
+    """The prompt (grey) followed by the generated tokens, each shaded by the probability the model gave it, with
+    the value in the hover title. Everything is escaped: a prompt is text, never markup."""
+    spans = [f"<span class='pg-prompt'>{esc(prompt) or '<i>(empty prompt: starting from &lt;start&gt;)</i>'}</span>"]
+    for token, prob in generated:
+        spans.append(f"<span class='pg-tok' style='background: rgba(0, 114, 178, {0.08 + 0.72 * prob:.3f}); "
+                     f"color: {'white' if prob > 0.55 else 'black'}' title='p = {prob:.4f}' "
+                     f"data-prob='{prob:.4f}'>{esc(token)}</span>")
+    if running:
+        spans.append("<span class='pg-cursor'>▍</span>")
+    return f"<div class='pg-stream' id='pg-stream'>{' '.join(spans)}</div>"
+
+
+class GenerateView:
+    def __init__(self, state: PlaygroundState) -> None:
+        self.state = state
+        self.max_new = pn.widgets.IntSlider.from_param(state.param.max_new_tokens, name="max new tokens", width=170)
+        self.temperature = pn.widgets.FloatSlider.from_param(state.param.temperature, name="temperature (0 = greedy)",
+                                                             width=170)
+        self.top_k = pn.widgets.IntSlider.from_param(state.param.top_k, name="top-k (0 = off)", width=170)
+        self.top_p = pn.widgets.FloatSlider.from_param(state.param.top_p, name="top-p", width=170)
+        self.seed = pn.widgets.IntInput.from_param(state.param.seed, name="seed", width=110)
+        self.output = pn.pane.HTML(stream_html(state.prompt, [], False), margin=(0, 10),
+                                   sizing_mode="stretch_width", min_height=60)
+        self.use = pn.widgets.Button(name="Analyse this text", button_type="light", width=150, disabled=True)
+        self.use.on_click(lambda _: state.append_continuation())
+        pn.bind(self.update, state.param.generated, state.param.generating, state.param.prompt, watch=True)
+        self.panel = pn.Column(
+            title("Generate"),
+            caption("Type a prompt and press <b>Enter</b> or <b>Generate</b>. The model predicts a distribution for "
+                    "the next token, one token is drawn from it (temperature 0: always the most likely one), "
+                    "appended, and the model runs again on the longer text. Each new token is shaded by the "
+                    "probability the model gave it: darker = more confident (hover for the value)."),
+            pn.Row(self.max_new, self.temperature, self.top_k, self.top_p, self.seed),
+            self.output, self.use, name="Generate", sizing_mode="stretch_width",
+        )
+
+    def update(self, *_: object) -> None:
+        state = self.state
+        self.output.object = stream_html(state.prompt, state.generated, state.generating)
+        self.use.disabled = state.generating or not state.generated

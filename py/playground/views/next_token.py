@@ -1,0 +1,73 @@
+"""The next-token distribution at the selected position, and how it moves when one head is removed."""
+
+from __future__ import annotations
+
+import numpy as np
+import panel as pn
+from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Legend, LegendItem
+from bokeh.transform import dodge
+
+from .. import analysis
+from ..state import PlaygroundState
+from .common import NEGATIVE, POSITIVE, caption, esc, small_figure, title
+
+TOP_K = 10
+
+
+class NextTokenView:
+    def __init__(self, state: PlaygroundState) -> None:
+        self.state = state
+        self.source = ColumnDataSource(data=dict(token=[], prob=[], ablated=[]))
+        fig = small_figure(width=560, height=320, y_range=FactorRange(), x_range=(0, 1), title="")
+        full = fig.hbar(y=dodge("token", 0.18, range=fig.y_range), right="prob", height=0.34, color=POSITIVE,
+                        source=self.source)
+        self.ablated_bars = fig.hbar(y=dodge("token", -0.18, range=fig.y_range), right="ablated", height=0.34,
+                                     color=NEGATIVE, source=self.source)
+        fig.add_tools(HoverTool(tooltips=[("token", "@token"), ("probability", "@prob{0.0000}"),
+                                          ("without the head", "@ablated{0.0000}")]))
+        fig.xaxis.axis_label = "probability of being the next token"
+        fig.ygrid.visible = False
+        self.legend = Legend(items=[LegendItem(label="the model", renderers=[full]),
+                                    LegendItem(label="with the head removed", renderers=[self.ablated_bars])],
+                             location="bottom_right", label_text_font_size="11px")
+        fig.add_layout(self.legend)
+        self.fig = fig
+        # `ablate` is a string in the state (so a URL can carry it); its choices depend on the model's shape.
+        self.ablate = pn.widgets.Select(name="Remove a head (ablation)", options=["none"], value="none", width=200)
+        self.ablate.param.watch(lambda event: setattr(state, "ablate", event.new), "value")
+        self.summary = pn.pane.HTML("", margin=(0, 10))
+        pn.bind(self.update, state.param.trace, state.param.position, state.param.ablate, watch=True)
+        self.update()
+        self.panel = pn.Column(
+            title("Next-token distribution"),
+            caption(f"After reading up to the selected token, the model's probabilities for the next token (the "
+                    f"{TOP_K} most likely; from <code>softmax(logits)</code>). Remove a head to zero its "
+                    "<code>head_out</code> write and watch the probabilities move."),
+            self.ablate, self.summary, pn.pane.Bokeh(fig, margin=(0, 10)),
+            name="Next token", sizing_mode="stretch_width",
+        )
+
+    def update(self, *_: object) -> None:
+        state = self.state
+        self.ablate.options = state.head_names(state.model)
+        self.ablate.value = state.ablate
+        position = state.selected_position
+        probs = state.trace.probs[position]
+        tokens, top = analysis.top_tokens(probs, state.vocab, TOP_K)
+        ablated_all = state.ablated_probs()
+        has_ablation = ablated_all is not None
+        ablated = ablated_all[position][[state.tokenizer.index[t] for t in tokens]] if has_ablation else np.zeros(
+            len(tokens))
+        factors = list(reversed(tokens))  # most likely on top
+        self.fig.y_range.factors = factors
+        self.source.data = dict(token=factors, prob=top[::-1], ablated=ablated[::-1])
+        self.ablated_bars.visible = self.legend.visible = has_ablation
+        self.fig.height = max(180, 26 * len(tokens) + 70)
+        label = state.tokens.labels[position]
+        self.fig.title.text = f"What comes after position {position} (“{label}”)?"
+        if has_ablation:
+            moved = float(np.abs(ablated_all[position] - probs).sum() / 2)
+            self.summary.object = (f"<div class='pg-calm'>Without {esc(state.ablate)} the distribution moves by "
+                                   f"{moved:.4f} (total variation: the probability mass that changes place).</div>")
+        else:
+            self.summary.object = ""

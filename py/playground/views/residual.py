@@ -1,0 +1,127 @@
+"""The residual stream at the selected position: who wrote the predicted token's logit, how long the stream is
+after each sublayer, what it would predict if it stopped early, and (for the lesson model) every coordinate."""
+
+from __future__ import annotations
+
+import numpy as np
+import panel as pn
+from bokeh.models import ColumnDataSource, FactorRange, HoverTool, LinearColorMapper
+
+from .. import analysis
+from ..state import PlaygroundState
+from .common import NEGATIVE, NEUTRAL, POSITIVE, WEIGHT_PALETTE, caption, esc, small_figure, title
+
+MAX_COORDINATES = 8  # per-coordinate bars only make sense for a model this narrow (the lesson's d = 4)
+
+
+class ResidualView:
+    def __init__(self, state: PlaygroundState) -> None:
+        self.state = state
+        # 1. direct logit attribution
+        self.attr_source = ColumnDataSource(data=dict(name=[], value=[], color=[]))
+        self.attr_fig = small_figure(width=720, height=300, y_range=FactorRange(), title="")
+        self.attr_fig.hbar(y="name", right="value", height=0.7, color="color", source=self.attr_source)
+        self.attr_fig.add_tools(HoverTool(tooltips=[("component", "@name"), ("contribution", "@value{0.0000}")]))
+        self.attr_fig.xaxis.axis_label = "direct contribution to the logit"
+        self.attr_fig.ygrid.visible = False
+        self.attr_note = pn.pane.HTML("", margin=(0, 10))
+        # 2. residual norm after each sublayer
+        self.norm_source = ColumnDataSource(data=dict(stage=[], norm=[]))
+        self.norm_fig = small_figure(width=350, height=230, x_range=FactorRange(), title="‖residual‖ after each step")
+        self.norm_fig.vbar(x="stage", top="norm", width=0.7, color=NEUTRAL, source=self.norm_source)
+        self.norm_fig.add_tools(HoverTool(tooltips=[("after", "@stage"), ("norm", "@norm{0.0000}")]))
+        self.norm_fig.xaxis.major_label_orientation = 0.8
+        # 3. logit lens strip
+        self.lens_source = ColumnDataSource(data=dict(stage=[], row=[], token=[], prob=[], text_color=[]))
+        self.lens_fig = small_figure(width=360, height=230, x_range=FactorRange(), y_range=FactorRange("top token"),
+                                     title="Logit lens: the top token after each step")
+        mapper = LinearColorMapper(palette=WEIGHT_PALETTE, low=0, high=1)
+        self.lens_fig.rect("stage", "row", 0.95, 0.9, source=self.lens_source,
+                           fill_color={"field": "prob", "transform": mapper}, line_color=None)
+        self.lens_fig.text("stage", "row", text="token", source=self.lens_source, text_align="center",
+                           text_baseline="middle", text_color="text_color", text_font_size="12px")
+        self.lens_fig.add_tools(HoverTool(tooltips=[("after", "@stage"), ("top token", "@token"),
+                                                    ("probability", "@prob{0.0000}")]))
+        self.lens_fig.xaxis.major_label_orientation = 0.8
+        self.lens_fig.yaxis.visible = False
+        # 4. per-coordinate bars (lesson model)
+        self.coord_source = ColumnDataSource(data=dict(step=[], value=[], color=[], label=[]))
+        self.coord_fig = small_figure(width=740, height=240, x_range=FactorRange(), title="")
+        self.coord_fig.vbar(x="step", top="value", width=0.85, color="color", source=self.coord_source)
+        self.coord_fig.add_tools(HoverTool(tooltips=[("", "@label"), ("value", "@value{0.0000}")]))
+        self.coord_fig.xaxis.major_label_orientation = 0.0
+        self.coord_fig.xaxis.group_label_orientation = 0.0
+        self.coord_fig.xaxis.major_label_text_font_size = "9px"
+        self.coord_pane = pn.Column(
+            title("Every coordinate of the residual row", level=4),
+            caption("The lesson's tables, as bars for the selected row: <code>x</code> enters the block, the "
+                    "attention adds its write (<code>attn_out</code>, the sum of every <code>head_out</code>) "
+                    "giving <code>h</code>, the feed-forward adds its write giving <code>y</code>. With pre-norm, "
+                    "x + attention = h and h + FFN = y exactly; with post-norm each sum is normalised first."),
+            pn.pane.Bokeh(self.coord_fig, margin=(0, 10)),
+        )
+        self.heading = title("")
+        pn.bind(self.update, state.param.trace, state.param.position, watch=True)
+        self.update()
+        self.panel = pn.Column(
+            title("The residual stream"),
+            caption("Every sublayer <i>adds</i> its output to a running vector per position, the residual "
+                    "stream: <code>x</code> (token + position) → <code>h</code> after attention → <code>y</code> "
+                    "after the feed-forward network. Click a token above to choose the position."),
+            self.heading,
+            caption("Which component pushed the predicted token's logit up (blue) or down (orange)? With the "
+                    "final norm's scale frozen, the logit is a plain sum of these direct contributions."),
+            self.attr_note, pn.pane.Bokeh(self.attr_fig, margin=(0, 10)),
+            pn.Row(pn.pane.Bokeh(self.norm_fig, margin=(0, 10)), pn.pane.Bokeh(self.lens_fig, margin=(0, 10))),
+            self.coord_pane, name="Residual stream", sizing_mode="stretch_width",
+        )
+
+    def update(self, *_: object) -> None:
+        state = self.state
+        model, trace, position, vocab = state.model, state.trace, state.selected_position, state.vocab
+        label = state.tokens.labels[position]
+        result = analysis.attribution(model, trace, position)
+        if result is None:
+            self.attr_fig.visible = False
+            self.attr_note.object = (
+                "<div class='pg-calm'>This model normalises the residual stream inside every block (post-norm), so "
+                "the stream is no longer a plain sum of what each component wrote and a per-component "
+                "attribution would not add up. Switch norm placement to <b>pre</b> to see it.</div>")
+            self.heading.object = (f"<h4 class='pg-title'>Position {position} (“{esc(label)}”)</h4>")
+        else:
+            names = list(reversed(result.names))  # the embedding on top, the last layer at the bottom
+            values = result.values[::-1]
+            self.attr_fig.visible = True
+            self.attr_note.object = ""
+            self.attr_fig.y_range.factors = names
+            self.attr_fig.height = max(160, 22 * len(names) + 60)
+            self.attr_source.data = dict(name=names, value=values,
+                                         color=[POSITIVE if v >= 0 else NEGATIVE for v in values])
+            predicted = vocab[result.target]
+            self.attr_fig.title.text = f"Direct contributions to the logit of “{predicted}” at position {position}"
+            self.heading.object = (f"<h4 class='pg-title'>Position {position} (“{esc(label)}”) predicts next: "
+                                   f"“{esc(predicted)}” ({trace.probs[position, result.target]:.4f})</h4>")
+        stages, norms = analysis.residual_norms(trace, position)
+        self.norm_fig.x_range.factors = stages
+        self.norm_source.data = dict(stage=stages, norm=norms)
+        stages, tokens, probs = analysis.lens(model, trace, position, vocab)
+        self.lens_fig.x_range.factors = stages
+        self.lens_source.data = dict(stage=stages, row=["top token"] * len(stages), token=tokens, prob=probs,
+                                     text_color=["black" if p > 0.55 else "white" for p in probs])
+        self._update_coordinates(position)
+
+    def _update_coordinates(self, position: int) -> None:
+        state = self.state
+        d = state.model.cfg.n_model
+        self.coord_pane.visible = d <= MAX_COORDINATES
+        if d > MAX_COORDINATES:
+            return
+        steps = analysis.coordinate_steps(state.trace, position)
+        factors = [(step, f"d{c}") for step, _ in steps for c in range(d)]
+        values = np.concatenate([row for _, row in steps])
+        self.coord_fig.x_range.factors = factors
+        self.coord_fig.title.text = f"Residual row at position {position}, coordinate by coordinate"
+        self.coord_source.data = dict(
+            step=factors, value=values, color=[POSITIVE if v >= 0 else NEGATIVE for v in values],
+            label=[f"{step}[{coord}]" for step, coord in factors],
+        )
