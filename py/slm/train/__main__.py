@@ -1,0 +1,129 @@
+"""Train the shipped model: `PYTHONPATH=py python -m slm.train --help`.
+
+Writes the weights (.npz, loadable with Model.load / slm.load_pretrained), the loss curve (JSON, PNG and a
+Bokeh HTML page) and a metrics JSON next to them. tqdm shows progress if installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..model import Model
+from .evaluate import agreement, pronoun_heads, sample_parse_rate
+from .loop import TrainConfig, train
+from .plot import loss_curve_html, loss_curve_png
+
+DEFAULT_OUT = Path(__file__).resolve().parent.parent / "weights" / "shipped.npz"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m slm.train", description=__doc__.split("\n")[0])
+    for f in dataclasses.fields(TrainConfig):
+        flag = "--" + f.name.replace("_", "-")
+        default = f.default
+        if isinstance(default, bool):
+            parser.add_argument(flag, type=lambda s: s.lower() in ("1", "true", "yes"), default=default,
+                                metavar="BOOL", help=f"(default {default})")
+        elif default is None:
+            parser.add_argument(flag, type=int, default=None, help="(default: 4 * n_model)")
+        else:
+            parser.add_argument(flag, type=type(default), default=default, help=f"(default {default})")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"weights file (default {DEFAULT_OUT})")
+    parser.add_argument("--store-dtype", default="float32", choices=("float32", "float64"),
+                        help="dtype of the saved arrays (default float32; slm.load_pretrained casts to float64)")
+    parser.add_argument("--no-eval", action="store_true", help="skip the held-out metrics at the end")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return parser
+
+
+def _progress_bar(total: int, enabled: bool):
+    if not enabled:
+        return None, lambda: None
+    try:
+        from tqdm import tqdm  # only the command line needs tqdm
+    except ImportError:
+        return None, lambda: None
+    bar = tqdm(total=total, unit="step", dynamic_ncols=True)
+    state = {"valid": float("nan")}
+
+    def update(step: int, loss: float, valid: float | None) -> None:
+        if valid is not None:
+            state["valid"] = valid
+            bar.write(f"step {step:>6}  valid loss {valid:.4f}")
+        bar.set_postfix(loss=f"{loss:.3f}", valid=f"{state['valid']:.3f}", refresh=False)
+        bar.update(1)
+
+    return update, bar.close
+
+
+def metrics(model: Model) -> dict:
+    """The held-out metrics of the model card (the same functions tests/test_shipped_model.py asserts)."""
+    agree = agreement(model)
+    heads = pronoun_heads(model)
+    samples = sample_parse_rate(model)
+    layer, head = heads.best
+    return {
+        "agreement_accuracy": agree.accuracy,
+        "agreement_by_kind": agree.by_kind,
+        "agreement_n": agree.n,
+        "sample_parse_rate": samples.rate,
+        "sample_n": samples.n,
+        "sample_examples": samples.examples,
+        "pronoun_head": [layer, head],
+        "pronoun_head_attention": float(heads.to_referent[layer, head]),
+        "pronoun_head_attention_to_other_noun": float(heads.to_other[layer, head]),
+        "pronoun_attention_to_referent": heads.to_referent.round(4).tolist(),
+        "pronoun_attention_to_other": heads.to_other.round(4).tolist(),
+        "copula_attention_to_referent": heads.copula_to_referent.round(4).tolist(),
+        "pronoun_n": heads.n,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = _parser().parse_args(argv)
+    tc = TrainConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)})
+    update, close = _progress_bar(tc.steps, not args.no_progress)
+    started = time.perf_counter()
+    model, curve = train(tc, update)
+    close()
+
+    stored = {n: v.astype(args.store_dtype) for n, v in model.params.items()}
+    model = Model(model.cfg, stored, model.meta)
+    training = model.meta["training"]
+    training["command"] = "python -m slm.train " + shlex.join(argv)
+    training["threads"] = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
+    training["numpy"] = np.__version__
+    training["store_dtype"] = args.store_dtype
+    if not args.no_eval:
+        evaluated = Model(model.cfg, {n: v.astype(np.float64) for n, v in stored.items()}, model.meta)
+        found = metrics(evaluated)
+        training["metrics"] = found
+        model.meta["pronoun_head"] = found["pronoun_head"]
+    training["total_seconds"] = round(time.perf_counter() - started, 1)
+
+    out = args.out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    model.save(out)
+    stem = out.with_suffix("")
+    curve_dict = curve.to_dict()
+    Path(f"{stem}_loss.json").write_text(json.dumps(curve_dict, separators=(",", ":")) + "\n", encoding="utf-8")
+    loss_curve_png(curve_dict, f"{stem}_loss.png")
+    loss_curve_html(curve_dict, f"{stem}_loss.html")
+    Path(f"{stem}_metrics.json").write_text(json.dumps(training, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    print(json.dumps({k: v for k, v in training.items() if k != "config"}, indent=1, sort_keys=True))
+    print(f"wrote {out} ({out.stat().st_size / 1e6:.2f} MB) and {stem}_loss.json/.png/.html, {stem}_metrics.json")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

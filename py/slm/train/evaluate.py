@@ -1,0 +1,156 @@
+"""The shipped model's metrics, on held-out (validation-split) data drawn with fixed seeds.
+
+* validation cross-entropy vs. the unigram baseline;
+* agreement: at a decision point the grammar's form gets a higher probability than its other-number twin;
+* grammaticality of sampled continuations (corpus.parses);
+* the pronoun head: attention from "it"/"they" to the noun it refers to, per (layer, head).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..generate import generate
+from ..model import Model
+from . import corpus
+from .backward import cross_entropy, next_token_targets
+
+AGREEMENT_KINDS = ("verb", "rc_verb", "pronoun_verb", "possessive")  # the number agreements
+EVAL_SEED = 20240  # a seed for every held-out sample below; not used for training data
+
+
+def _pad(rows: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+    lengths = np.array([len(r) for r in rows])
+    ids = np.full((len(rows), lengths.max()), corpus.TOKEN_ID[corpus.PAD], dtype=np.int64)
+    for i, r in enumerate(rows):
+        ids[i, : len(r)] = r
+    return ids, lengths
+
+
+def _batches(n: int, size: int):
+    for lo in range(0, n, size):
+        yield slice(lo, min(lo + size, n))
+
+
+def window_loss(model: Model, windows: np.ndarray, batch_size: int = 64) -> float:
+    """Mean next-token cross-entropy over (N, T) windows (every position but the last predicts)."""
+    total, count = 0.0, 0
+    for sl in _batches(len(windows), batch_size):
+        ids = windows[sl]
+        targets, valid = next_token_targets(ids)
+        loss, _ = cross_entropy(model.forward(ids).logits, targets, valid)
+        total += loss * valid.sum()
+        count += valid.sum()
+    return float(total / count)
+
+
+def unigram_loss(train_ids: np.ndarray, windows: np.ndarray, smoothing: float = 1.0) -> float:
+    """The same targets as window_loss, predicted by add-`smoothing` unigram frequencies of the training ids."""
+    counts = np.bincount(train_ids, minlength=len(corpus.VOCAB)) + smoothing
+    log_p = np.log(counts / counts.sum())
+    return float(-log_p[windows[:, 1:]].mean())
+
+
+@dataclass
+class Agreement:
+    accuracy: float  # over all AGREEMENT_KINDS cases
+    by_kind: dict[str, float]
+    n: dict[str, int]
+    failures: list[str] = field(default_factory=list)  # a few failed cases, as text
+
+
+def agreement(model: Model, n_per_kind: int = 200, seed: int = EVAL_SEED,
+              kinds: Sequence[str] = (*AGREEMENT_KINDS, "referent")) -> Agreement:
+    """For held-out decision points of each kind: does the correct form get more probability than the wrong
+    one? `accuracy` pools the number-agreement kinds (AGREEMENT_KINDS); "referent" (the adjective after the
+    pronoun's copula must suit the referent noun's class) is reported on its own."""
+    by_kind, n, failures = {}, {}, []
+    pooled_right = pooled_total = 0
+    for k, kind in enumerate(kinds):
+        cases = corpus.agreement_cases("valid", n_per_kind, seed=seed + k, kinds=[kind])
+        ids, lengths = _pad([corpus.encode(c.prefix) for c in cases])
+        right = 0
+        for sl in _batches(len(cases), 128):
+            logits = model.forward(ids[sl], lengths=lengths[sl]).logits
+            last = logits[np.arange(len(logits)), lengths[sl] - 1]
+            for row, case in zip(last, cases[sl], strict=True):
+                good = row[corpus.TOKEN_ID[case.correct]] > row[corpus.TOKEN_ID[case.wrong]]
+                right += bool(good)
+                if not good and len(failures) < 10:
+                    failures.append(f"{' '.join(case.prefix)} -> {case.correct} (not {case.wrong})")
+        by_kind[kind], n[kind] = right / len(cases), len(cases)
+        if kind in AGREEMENT_KINDS:
+            pooled_right += right
+            pooled_total += len(cases)
+    return Agreement(pooled_right / max(pooled_total, 1), by_kind, n, failures)
+
+
+@dataclass
+class Samples:
+    rate: float  # fraction of continuations that parse
+    n: int
+    examples: list[str]
+    bad: list[str]
+
+
+def held_out_prompts(n: int, seed: int = EVAL_SEED) -> list[list[str]]:
+    """`<start>` plus the first one to three tokens of held-out sentences (the subject's determiner, maybe an
+    adjective and the noun): the model has to finish the sentence."""
+    rng = np.random.default_rng(seed)
+    prompts = []
+    for sent in corpus.generate_sentences(n, "valid", seed=seed):
+        cut = int(rng.integers(1, min(sent.subject_index, 2) + 2))
+        prompts.append([corpus.START, *sent.tokens[:cut]])
+    return prompts
+
+
+def sample_parse_rate(model: Model, n: int = 100, temperature: float = 0.8, seed: int = EVAL_SEED,
+                      max_new_tokens: int = 40) -> Samples:
+    """Sample one sentence (up to its ".") from each of n held-out prompts; the rate of samples that parse
+    under the grammar (a sample cut off by max_new_tokens counts if it is still a valid prefix)."""
+    stop = [corpus.TOKEN_ID["."]]
+    ok, examples, bad = 0, [], []
+    for i, prompt in enumerate(held_out_prompts(n, seed)):
+        steps = generate(model, corpus.encode(prompt), max_new_tokens, temperature=temperature, seed=seed + i,
+                         stop_ids=stop)
+        tokens = prompt + [corpus.VOCAB[s.token] for s in steps]
+        good = corpus.parses(tokens) if tokens[-1] == "." else corpus.is_valid_prefix(tokens)
+        ok += good
+        text = " ".join(tokens[1:])
+        if len(examples) < 8:
+            examples.append(text)
+        if not good and len(bad) < 10:
+            bad.append(text)
+    return Samples(ok / n, n, examples, bad)
+
+
+@dataclass
+class PronounHeads:
+    to_referent: np.ndarray  # (L, H) mean attention from the pronoun to its referent noun
+    to_other: np.ndarray  # (L, H) ... to the other noun
+    copula_to_referent: np.ndarray  # (L, H) from the copula after the pronoun to the referent
+    n: int
+
+    @property
+    def best(self) -> tuple[int, int]:
+        layer, head = np.unravel_index(int(np.argmax(self.to_referent)), self.to_referent.shape)
+        return int(layer), int(head)
+
+
+def pronoun_heads(model: Model, n: int = 200, seed: int = EVAL_SEED) -> PronounHeads:
+    """Average attention weights, over n held-out pronoun sentences (each run after `<start>`), from the
+    pronoun ("it"/"they") to its referent (the noun of the same number) and to the other noun."""
+    sents = corpus.generate_sentences(n, "valid", seed=seed, templates=["pronoun"])
+    ids, lengths = _pad([corpus.encode([corpus.START, *s.tokens]) for s in sents])
+    ref, other, cop = [], [], []
+    for sl in _batches(n, 128):
+        att = model.forward(ids[sl], lengths=lengths[sl]).attention  # (B, L, H, T, S)
+        for b, s in zip(range(len(att)), sents[sl], strict=True):
+            p, r, o = s.pronoun_index + 1, s.referent_index + 1, s.other_index + 1
+            ref.append(att[b, :, :, p, r])
+            other.append(att[b, :, :, p, o])
+            cop.append(att[b, :, :, p + 1, r])
+    return PronounHeads(np.mean(ref, axis=0), np.mean(other, axis=0), np.mean(cop, axis=0), n)
