@@ -73,7 +73,7 @@ def generate(
     logits equal a full recomputation of the sequence. Past n_ctx the window slides: the model sees the last
     n_ctx tokens, and since every position's absolute index then changes, the cache is refilled from that window
     at each step (a full forward of n_ctx tokens) instead of failing. use_cache=False recomputes every step (for
-    comparison)."""
+    comparison); so does a non-causal model, whose earlier rows change with every new token."""
     _check_settings(max_new_tokens, temperature, top_k, top_p)
     sequence = [int(i) for i in ids]
     if not sequence:
@@ -82,6 +82,7 @@ def generate(
     rng = np.random.default_rng(seed)
     stop = {int(i) for i in stop_ids}
 
+    use_cache = use_cache and model.cfg.causal
     cache = KVCache(model.cfg.n_layers) if use_cache else None
     logits = model.forward(sequence[-n_ctx:], cache=cache).logits[-1]
     for _ in range(max_new_tokens):

@@ -6,11 +6,12 @@ is True where attending is allowed.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
 
-GELU_C = np.sqrt(2.0 / np.pi)
+GELU_C = math.sqrt(2.0 / math.pi)  # a Python float, so float32 arrays stay float32
 
 
 def layer_norm(
@@ -50,7 +51,7 @@ def relu(x: np.ndarray) -> np.ndarray:
 
 def gelu(x: np.ndarray) -> np.ndarray:
     """GELU, tanh approximation (as in GPT-2)."""
-    return 0.5 * x * (1.0 + np.tanh(GELU_C * (x + 0.044715 * x**3)))
+    return 0.5 * x * (1.0 + np.tanh(GELU_C * (x + 0.044715 * (x * x * x))))  # x * x * x: x**3 is ~100x slower
 
 
 def silu(x: np.ndarray) -> np.ndarray:
@@ -175,7 +176,7 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | No
     group = q.shape[-3] // k.shape[-3]
     if group > 1:
         k, v = np.repeat(k, group, axis=-3), np.repeat(v, group, axis=-3)
-    scores = (q @ np.swapaxes(k, -1, -2)) / np.sqrt(q.shape[-1])
+    scores = (q @ np.swapaxes(k, -1, -2)) / math.sqrt(q.shape[-1])  # a Python float keeps q's dtype
     if mask is not None:
         scores = np.where(mask, scores, -np.inf)
     weights = softmax(scores)

@@ -109,6 +109,8 @@ class Model:
         never attended, and every valid row equals the unbatched run of that sequence. With a `cache`, the tokens
         continue the cached sequence (one sequence, no padding) and the cache is extended."""
         ids, batched = self._check_tokens(tokens, cache)
+        if cache is not None and not self.cfg.causal:
+            raise ValueError("a KVCache needs a causal model: without the mask, cached rows would miss later tokens")
         n_batch, n_new = ids.shape
         start = 0 if cache is None else cache.length
         positions = np.arange(start, start + n_new)
