@@ -71,7 +71,8 @@ def agreement(model: Model, n_per_kind: int = 200, seed: int = EVAL_SEED,
     pooled_right = pooled_total = 0
     for k, kind in enumerate(kinds):
         cases = corpus.agreement_cases("valid", n_per_kind, seed=seed + k, kinds=[kind])
-        ids, lengths = _pad([corpus.encode(c.prefix) for c in cases])
+        # a prefix longer than the context keeps its last n_ctx tokens (never the case for the shipped model)
+        ids, lengths = _pad([corpus.encode(c.prefix)[-model.cfg.n_ctx:] for c in cases])
         right = 0
         for sl in _batches(len(cases), 128):
             logits = model.forward(ids[sl], lengths=lengths[sl]).logits
@@ -143,7 +144,9 @@ class PronounHeads:
 def pronoun_heads(model: Model, n: int = 200, seed: int = EVAL_SEED) -> PronounHeads:
     """Average attention weights, over n held-out pronoun sentences (each run after `<start>`), from the
     pronoun ("it"/"they") to its referent (the noun of the same number) and to the other noun."""
-    sents = corpus.generate_sentences(n, "valid", seed=seed, templates=["pronoun"])
+    sents = [s for s in corpus.generate_sentences(n, "valid", seed=seed, templates=["pronoun"])
+             if len(s.tokens) < model.cfg.n_ctx]
+    n = len(sents)
     ids, lengths = _pad([corpus.encode([corpus.START, *s.tokens]) for s in sents])
     ref, other, cop = [], [], []
     for sl in _batches(n, 128):
