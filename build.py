@@ -1,0 +1,611 @@
+#!/usr/bin/env python3
+"""Build the static in-browser site: ``py/playground`` + ``py/slm`` running on Pyodide in a Web Worker.
+
+Steps: read the pins in ``build.lock`` -> fetch (npm / pip, verified, cached under ``.cache/``) -> slim and
+byte-compile the wheels for Python 3.13 (inside the npm Pyodide under Node) -> write ``site/build/`` with a
+Pyodide lock file and a manifest the loader reads -> optionally serve ``site/`` on 127.0.0.1.
+
+Only the standard library is used; network access goes through the ``pip`` and ``npm`` clients.
+See docs/site.md for the layout and the measured numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import csv
+import functools
+import hashlib
+import http.server
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import zipfile
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+SITE = ROOT / "site"
+LOCK = ROOT / "build.lock"
+CACHE = ROOT / ".cache"
+PY_DIR = ROOT / "py"
+# Files in site/ that are hand-written (copied when building into another folder).
+SHELL_FILES = ("index.html", "embed.html", "loader.js", "worker.js", "boot.py", "style.css", "sw.js")
+# The runtime default for packages that are not vendored (binary wasm wheels such as NumPy).
+PYODIDE_CDN = "https://cdn.jsdelivr.net/pyodide/v{version}/full/"
+# Bump when the processing below changes, so cached slimmed/compiled wheels are rebuilt.
+PROCESS_VERSION = "4"
+# Relative to the page: Panel's document JSON names its CSS under this prefix (see worker.js / boot.py).
+PANEL_CDN_ROOT = "./build/vendor/"
+# BokehJS bundles the main thread loads, in order (panel.min.js last: it extends the Bokeh global).
+BOKEH_JS = ("bokeh.min.js", "bokeh-widgets.min.js", "bokeh-tables.min.js")
+# Pyodide runtime files the browser needs (the rest of the npm package is docs, types and Node glue).
+RUNTIME_FILES = ("pyodide.mjs", "pyodide.asm.js", "pyodide.asm.wasm")
+
+
+class BuildError(Exception):
+    """A problem the user can fix; printed without a traceback."""
+
+
+def log(msg: str) -> None:
+    print(f"[build] {msg}", flush=True)
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+    """Run a subprocess; on failure raise BuildError with its output so the user sees why."""
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, **kw)  # type: ignore[call-overload]
+    except FileNotFoundError as e:
+        raise BuildError(f"{cmd[0]!r} not found: install it (the build needs Python + pip + node/npm)") from e
+    if proc.returncode != 0:
+        out = (proc.stdout + proc.stderr).strip()
+        raise BuildError(f"command failed ({proc.returncode}): {' '.join(cmd)}\n{out[-4000:]}")
+    return proc
+
+
+# --------------------------------------------------------------------------------------------- lock file
+
+
+def read_lock(path: Path = LOCK) -> dict:
+    try:
+        lock = json.loads(path.read_text())
+    except FileNotFoundError as e:
+        raise BuildError(f"lock file {path} is missing") from e
+    except json.JSONDecodeError as e:
+        raise BuildError(f"lock file {path} is not valid JSON: {e}") from e
+    for key in ("pyodide", "wheels", "sdists", "pyodide_packages"):
+        if key not in lock:
+            raise BuildError(f"lock file {path} has no {key!r} section")
+    return lock
+
+
+def relock(path: Path = LOCK) -> None:
+    """Re-resolve the sha256 of every pinned artifact (after editing a version in the lock)."""
+    lock = read_lock(path)
+    with tempfile.TemporaryDirectory() as tmp:
+        tmpd = Path(tmp)
+        npm = run(["npm", "pack", "--json", f"pyodide@{lock['pyodide']['version']}"], cwd=tmpd)
+        lock["pyodide"]["integrity"] = json.loads(npm.stdout)[0]["integrity"]
+        specs = [f"{name}=={e['version']}" for name, e in lock["wheels"].items()]
+        run(pip_wheel_args(tmpd) + specs)
+        for name, entry in lock["wheels"].items():
+            found = find_dist(tmpd, name, entry["version"], ".whl")
+            entry.update(file=found.name, sha256=sha256_file(found))
+        specs = [f"{name}=={e['version']}" for name, e in lock["sdists"].items()]
+        run(pip_sdist_args(tmpd, lock["sdists"]) + specs)
+        for name, entry in lock["sdists"].items():
+            found = find_dist(tmpd, name, entry["version"], ".tar.gz")
+            entry.update(file=found.name, sha256=sha256_file(found))
+        official = official_lock(fetch_pyodide(lock, verify=False))
+        for name, entry in lock["pyodide_packages"].items():
+            pkg = official["packages"][name]
+            entry.update(version=pkg["version"], file=pkg["file_name"], sha256=pkg["sha256"])
+    path.write_text(json.dumps(lock, indent=2) + "\n")
+    log(f"rewrote {path}")
+
+
+def canonical(name: str) -> str:
+    """Package names as Pyodide's lock file keys them (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def find_dist(folder: Path, name: str, version: str, suffix: str) -> Path:
+    norm = re.sub(r"[-_.]+", "_", name).lower()
+    for p in folder.iterdir():
+        stem = re.sub(r"[-_.]+", "_", p.name).lower()
+        if p.name.endswith(suffix) and stem.startswith(f"{norm}_{version.replace('.', '_')}"):
+            return p
+    raise BuildError(f"pip did not produce {name} {version} ({suffix}) in {folder}")
+
+
+# ----------------------------------------------------------------------------------------------- fetching
+
+
+def pip_wheel_args(dest: Path) -> list[str]:
+    # Pure-Python wheels for the Python inside Pyodide 0.29.3 (3.13), never an sdist, never the host's deps.
+    return [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--no-deps",
+            "--only-binary=:all:", "--python-version", "3.13", "--implementation", "py", "--abi", "none",
+            "--platform", "any", "-d", str(dest)]
+
+
+def pip_sdist_args(dest: Path, names: Iterable[str]) -> list[str]:
+    # --no-binary only for these: with ":all:" pip would also build the isolated build deps (Cython!) from source.
+    return [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--no-deps",
+            f"--no-binary={','.join(names)}", "-d", str(dest)]
+
+
+def cached_or_download(entries: dict, folder: Path, base_args: list[str], kind: str) -> dict[str, Path]:
+    """Return name -> verified file, calling pip only for what the cache lacks (so rebuilds work offline)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    missing = [n for n, e in entries.items()
+               if not (folder / e["file"]).is_file() or sha256_file(folder / e["file"]) != e["sha256"]]
+    if missing:
+        log(f"pip download {len(missing)} {kind}: {', '.join(missing)}")
+        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as req:
+            for n in missing:
+                req.write(f"{n}=={entries[n]['version']} --hash=sha256:{entries[n]['sha256']}\n")
+        try:
+            run(base_args[:-2] + ["--require-hashes", "-r", req.name] + base_args[-2:])
+        finally:
+            os.unlink(req.name)
+    out = {}
+    for n, e in entries.items():
+        p = folder / e["file"]
+        if not p.is_file():
+            raise BuildError(f"{kind} {n}: pip did not produce {e['file']} (does the lock name the right file?)")
+        if sha256_file(p) != e["sha256"]:
+            raise BuildError(f"{kind} {n}: sha256 of {p} does not match build.lock")
+        out[n] = p
+    return out
+
+
+def fetch_pyodide(lock: dict, verify: bool = True) -> Path:
+    """The npm pyodide package, unpacked under .cache/ (npm pack verifies its own integrity)."""
+    version = lock["pyodide"]["version"]
+    npm_dir = CACHE / "npm"
+    tgz = npm_dir / f"pyodide-{version}.tgz"
+    unpacked = CACHE / f"pyodide-{version}"
+    npm_dir.mkdir(parents=True, exist_ok=True)
+    if not tgz.is_file():
+        log(f"npm pack pyodide@{version}")
+        run(["npm", "pack", f"pyodide@{version}"], cwd=npm_dir)
+    if verify:
+        want = lock["pyodide"]["integrity"]
+        algo, _, b64 = want.partition("-")
+        got = base64.b64encode(hashlib.new(algo, tgz.read_bytes()).digest()).decode()
+        if got != b64:
+            raise BuildError(f"{tgz} does not match the integrity in build.lock; delete it and rebuild")
+    pkg = unpacked / "package"
+    if not (pkg / "pyodide.asm.wasm").is_file():
+        shutil.rmtree(unpacked, ignore_errors=True)
+        with tarfile.open(tgz) as tf:
+            tf.extractall(unpacked, filter="data")
+    return pkg
+
+
+def official_lock(pkg: Path) -> dict:
+    return json.loads((pkg / "pyodide-lock.json").read_text())
+
+
+# ------------------------------------------------------------------------------------------ wheel surgery
+
+# What the worker never reads. Panel's and Bokeh's browser assets are served from site/build/vendor instead
+# (extracted from these same wheels); the Python side only builds URLs to them.
+SLIM_RULES: dict[str, tuple[str, ...]] = {
+    "panel": (r"panel/dist/", r"panel/tests/", r"panel/package-lock\.json$", r"panel/command/",
+              r"panel/_templates/.*\.(ico|png)$", r"\.map$", r"\.d\.ts$"),
+    "bokeh": (r"bokeh/server/static/", r"bokeh/sphinxext/", r"bokeh/sampledata/",
+              r"bokeh/_sri/(?!3\.9\.2\.json)",  # resources.py reads the running version's hashes
+              r"bokeh/command/", r"\.map$", r"\.d\.ts$"),
+    "*": (r"(^|/)tests?/", r"\.pyi$", r"(^|/)py\.typed$"),
+}
+
+
+def slim_filter(dist: str) -> Callable[[str], bool]:
+    pats = [re.compile(p) for p in SLIM_RULES.get(dist, ()) + SLIM_RULES["*"]]
+    return lambda name: not any(p.search(name) for p in pats)
+
+
+def unpack(whl: Path, dest: Path, keep: Callable[[str], bool]) -> None:
+    with zipfile.ZipFile(whl) as zf:
+        for info in zf.infolist():
+            if info.is_dir() or not keep(info.filename) or ".dist-info/RECORD" in info.filename:
+                continue
+            target = dest / info.filename
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(zf.read(info))
+
+
+def pack_wheel(src: Path, out: Path) -> None:
+    """Zip a wheel tree with a fresh RECORD (sorted, fixed timestamps: identical input -> identical bytes)."""
+    files = sorted(p for p in src.rglob("*") if p.is_file() and p.name != "RECORD")
+    dist_info = next(p for p in src.iterdir() if p.name.endswith(".dist-info"))
+    record = io.StringIO()
+    writer = csv.writer(record, lineterminator="\n")
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
+        for p in files:
+            arc = p.relative_to(src).as_posix()
+            data = p.read_bytes()
+            # .npz weights are already zip-compressed: store them.
+            comp = zipfile.ZIP_STORED if arc.endswith(".npz") else zipfile.ZIP_DEFLATED
+            zf.writestr(zipfile.ZipInfo(arc, (2020, 1, 1, 0, 0, 0)), data, compress_type=comp)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            writer.writerow([arc, f"sha256={digest}", len(data)])
+        rec = f"{dist_info.name}/RECORD"
+        writer.writerow([rec, "", ""])
+        zf.writestr(zipfile.ZipInfo(rec, (2020, 1, 1, 0, 0, 0)), record.getvalue())
+
+
+def write_dist_info(dest: Path, name: str, version: str, top_level: Iterable[str]) -> None:
+    di = dest / f"{name}-{version}.dist-info"
+    di.mkdir(parents=True, exist_ok=True)
+    (di / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    (di / "WHEEL").write_text("Wheel-Version: 1.0\nGenerator: build.py\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+    (di / "top_level.txt").write_text("".join(f"{t}\n" for t in top_level))
+
+
+def sdist_to_tree(sdist: Path, entry: dict, dest: Path) -> None:
+    """Copy the pure-Python package dirs out of an sdist (PyYAML's lib/yaml, MarkupSafe's src/markupsafe)."""
+    with tarfile.open(sdist) as tf:
+        members = tf.getmembers()
+        for src_dir, pkg in entry["package_dirs"].items():
+            prefix = f"{members[0].name.split('/')[0]}/{src_dir}/"
+            n = 0
+            for m in members:
+                if m.isfile() and m.name.startswith(prefix) and m.name.endswith(".py"):
+                    target = dest / pkg / m.name[len(prefix):]
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_bytes(tf.extractfile(m).read())  # type: ignore[union-attr]
+                    n += 1
+            if not n:
+                raise BuildError(f"{sdist.name}: no Python files under {src_dir}/")
+    write_dist_info(dest, entry["dist_name"], entry["version"], entry["package_dirs"].values())
+
+
+# Runs inside the npm Pyodide under Node: byte-compile a host folder for the browser's Python 3.13.
+NODE_COMPILE = r"""
+const path = require("path");
+const [pkg, hostDir, ddir, mode] = process.argv.slice(2);
+const { loadPyodide } = require(path.join(pkg, "pyodide.js"));
+(async () => {
+  const py = await loadPyodide({ indexURL: pkg + "/" });
+  py.FS.mkdirTree("/host");
+  py.FS.mount(py.FS.filesystems.NODEFS, { root: hostDir }, "/host");
+  py.globals.set("ddir", ddir);
+  py.globals.set("mode", mode);
+  const ok = py.runPython(`
+import compileall, py_compile, sys
+# legacy: foo.pyc next to foo.py, importable once the source is removed.
+# hash: __pycache__ pyc that is trusted without checking the (kept) source's mtime.
+kw = dict(legacy=True) if mode == "legacy" else dict(
+    invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+compileall.compile_dir("/host", ddir=ddir, quiet=1, workers=1, **kw)
+`);
+  process.exit(ok === false ? 1 : 0);
+})().catch((e) => { console.error(e); process.exit(1); });
+"""
+
+
+def compile_tree(pkg: Path, tree: Path, ddir: str, mode: str) -> None:
+    script = CACHE / "compile_pyc.cjs"
+    script.write_text(NODE_COMPILE)
+    run(["node", str(script), str(pkg), str(tree), ddir, mode])
+    if mode == "legacy":
+        for py in tree.rglob("*.py"):
+            if py.with_suffix(".pyc").is_file():
+                py.unlink()
+            else:
+                raise BuildError(f"compileall left no bytecode for {py} (syntax not valid for Python 3.13?)")
+
+
+def process_wheel(pkg: Path, name: str, src: Path | None, out_dir: Path, make_tree: Callable[[Path], None],
+                  out_name: str, key: str, compile_mode: str | None) -> Path:
+    """Slim + compile one wheel, cached under .cache/site/ by a key of its inputs."""
+    cache = CACHE / "site" / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}-{out_name}"
+    if not cache.is_file():
+        with tempfile.TemporaryDirectory() as tmp:
+            tree = Path(tmp) / "tree"
+            tree.mkdir()
+            make_tree(tree)
+            if compile_mode:
+                compile_tree(pkg, tree, "/lib/python3.13/site-packages", compile_mode)
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            part = cache.with_suffix(".part")
+            pack_wheel(tree, part)
+            part.replace(cache)
+    out = out_dir / out_name
+    shutil.copyfile(cache, out)
+    return out
+
+
+def compiled_stdlib(pkg: Path) -> Path:
+    """python_stdlib.zip with .pyc only: Pyodide otherwise compiles every stdlib module it imports."""
+    src = pkg / "python_stdlib.zip"
+    cache = CACHE / "site" / f"{sha256_file(src)[:16]}-{PROCESS_VERSION}-python_stdlib.zip"
+    if cache.is_file():
+        return cache
+    log("byte-compiling the standard library for Python 3.13 (Pyodide under Node)")
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = Path(tmp) / "stdlib"
+        with zipfile.ZipFile(src) as zf:
+            zf.extractall(tree)
+        compile_tree(pkg, tree, "/lib/python313.zip", "legacy")
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        part = cache.with_suffix(".part")
+        with zipfile.ZipFile(part, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
+            for p in sorted(tree.rglob("*")):
+                if p.is_file():
+                    zf.writestr(zipfile.ZipInfo(p.relative_to(tree).as_posix(), (2020, 1, 1, 0, 0, 0)),
+                                p.read_bytes(), compress_type=zipfile.ZIP_DEFLATED)
+        part.replace(cache)
+    return cache
+
+
+# ------------------------------------------------------------------------------------------ project wheel
+
+
+def project_packages(py_dir: Path) -> list[Path]:
+    pkgs = sorted(p for p in py_dir.iterdir() if (p / "__init__.py").is_file())
+    names = {p.name for p in pkgs}
+    if not {"playground", "slm"} <= names:
+        raise BuildError(f"{py_dir} must hold the packages 'playground' and 'slm' (found: {sorted(names)})")
+    if not (py_dir / "playground" / "app.py").is_file():
+        raise BuildError(f"{py_dir / 'playground' / 'app.py'} is missing (the app entry point)")
+    return pkgs
+
+
+def project_tree(py_dir: Path) -> tuple[Callable[[Path], None], str]:
+    """The app's code and weights (slm/weights/*.npz) as one wheel; returns (tree maker, content hash)."""
+    files: list[tuple[Path, str]] = []
+    for pkg in project_packages(py_dir):
+        for p in sorted(pkg.rglob("*")):
+            rel = p.relative_to(py_dir)
+            if p.is_file() and "__pycache__" not in rel.parts and p.suffix not in (".pyc", ".pyo"):
+                files.append((p, rel.as_posix()))
+    h = hashlib.sha256()
+    for p, rel in files:
+        h.update(rel.encode() + b"\0" + hashlib.sha256(p.read_bytes()).digest())
+
+    def make(tree: Path) -> None:
+        for p, rel in files:
+            (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(p, tree / rel)
+        write_dist_info(tree, "slm_playground", "0.1.0", [p.name for p in project_packages(py_dir)])
+
+    return make, h.hexdigest()
+
+
+# --------------------------------------------------------------------------------------------- the build
+
+
+def pyodide_dir_wheels(folder: Path, lock: dict, official: dict) -> dict[str, Path]:
+    """Validate a --pyodide-packages folder: each wheel must be built for this Pyodide's ABI."""
+    if not folder.is_dir():
+        raise BuildError(f"--pyodide-packages {folder}: not a folder")
+    abi = f"pyodide_{official['info']['abi_version']}_{official['info']['arch']}"
+    found: dict[str, Path] = {}
+    for whl in sorted(folder.glob("*.whl")):
+        name = whl.name.split("-")[0].lower()
+        if name in lock["pyodide_packages"]:
+            if not whl.name.endswith(f"{abi}.whl") and not whl.name.endswith("none-any.whl"):
+                raise BuildError(f"{whl.name}: not built for {abi} (Pyodide {lock['pyodide']['version']})")
+            found[name] = whl
+    missing = [n for n, e in lock["pyodide_packages"].items() if e.get("required") and n not in found]
+    if missing:
+        raise BuildError(f"--pyodide-packages {folder}: no wheel for {', '.join(missing)} "
+                         f"(need e.g. {lock['pyodide_packages'][missing[0]]['file']})")
+    for name, whl in found.items():
+        want = lock["pyodide_packages"][name]["sha256"]
+        if sha256_file(whl) != want:
+            print(f"[build] WARNING: {whl.name} differs from the official Pyodide "
+                  f"{lock['pyodide']['version']} build (sha256 in build.lock); vendoring it anyway", file=sys.stderr)
+    return found
+
+
+def build(site: Path = SITE, py_dir: Path = PY_DIR, pyodide_packages: Path | None = None) -> dict:
+    lock = read_lock()
+    out = site / "build"
+    if site.resolve() != SITE.resolve():
+        site.mkdir(parents=True, exist_ok=True)
+        for name in SHELL_FILES:
+            shutil.copyfile(SITE / name, site / name)
+    shutil.rmtree(out, ignore_errors=True)
+    (out / "wheels").mkdir(parents=True)
+    pkg = fetch_pyodide(lock)
+    official = official_lock(pkg)
+    wheels = cached_or_download(lock["wheels"], CACHE / "wheels", pip_wheel_args(CACHE / "wheels"), "wheel")
+    sdists = cached_or_download(lock["sdists"], CACHE / "sdists", pip_sdist_args(CACHE / "sdists", lock["sdists"]), "sdist")
+    vendored = pyodide_dir_wheels(pyodide_packages, lock, official) if pyodide_packages else {}
+
+    # Runtime: the npm files the browser needs, plus a byte-compiled stdlib.
+    (out / "pyodide").mkdir()
+    for name in RUNTIME_FILES:
+        shutil.copyfile(pkg / name, out / "pyodide" / name)
+    shutil.copyfile(compiled_stdlib(pkg), out / "pyodide" / "python_stdlib.zip")
+
+    # Main-thread JS/CSS, from the same wheels the worker imports.
+    panel_version = lock["wheels"]["panel"]["version"]
+    vendor = out / "vendor"
+    with zipfile.ZipFile(wheels["bokeh"]) as zf:
+        for js in BOKEH_JS:
+            (vendor / "bokeh").mkdir(parents=True, exist_ok=True)
+            (vendor / "bokeh" / js).write_bytes(zf.read(f"bokeh/server/static/js/{js}"))
+    dist = vendor / panel_version / "dist"
+    # Panel's stylesheets: layout/widget CSS, design themes, spinner images; not the 90 MB of bundled 3rd-party
+    # libraries (tabulator, vtk, deck.gl, ...) this app does not use.
+    keep_dist = re.compile(r"^panel/dist/(panel\.min\.js|css/.*|assets/.*\.svg|bundled/(theme|css)/.*)$")
+    with zipfile.ZipFile(wheels["panel"]) as zf:
+        for n in zf.namelist():
+            if keep_dist.match(n):
+                (dist / n[len("panel/dist/"):]).parent.mkdir(parents=True, exist_ok=True)
+                (dist / n[len("panel/dist/"):]).write_bytes(zf.read(n))
+
+    # Python packages: slimmed + compiled pure wheels, pure wheels built from sdists, the project wheel.
+    entries: dict[str, dict] = {}
+    pub = out / "wheels"
+    for name, whl in wheels.items():
+        e = lock["wheels"][name]
+        key = f"{PROCESS_VERSION}|{e['sha256']}|{SLIM_RULES.get(name)}|{SLIM_RULES['*']}"
+        made = process_wheel(pkg, name, whl, pub, functools.partial(unpack, whl, keep=slim_filter(name)),
+                             e["file"], key, "legacy")
+        entries[name] = {"name": name, "version": e["version"], "path": made, "imports": e["imports"]}
+    for name, sd in sdists.items():
+        e = lock["sdists"][name]
+        fname = f"{e['dist_name']}-{e['version']}-py3-none-any.whl"
+        made = process_wheel(pkg, name, sd, pub, functools.partial(sdist_to_tree, sd, e), fname,
+                             f"{PROCESS_VERSION}|{e['sha256']}|{e['package_dirs']}", "legacy")
+        entries[name] = {"name": name, "version": e["version"], "path": made, "imports": e["imports"]}
+    make_project, project_hash = project_tree(py_dir)
+    made = process_wheel(pkg, "slm_playground", None, pub, make_project, "slm_playground-0.1.0-py3-none-any.whl",
+                         f"{PROCESS_VERSION}|{project_hash}", "hash")
+    entries["slm_playground"] = {"name": "slm_playground", "version": "0.1.0", "path": made,
+                                 "imports": [p.name for p in project_packages(py_dir)], "stage": "app"}
+
+    # Binary packages: vendored from --pyodide-packages, else fetched at run time from the Pyodide CDN.
+    cdn = PYODIDE_CDN.format(version=lock["pyodide"]["version"])
+    remote: dict[str, dict] = {}
+    for name, e in lock["pyodide_packages"].items():
+        if name in vendored:
+            # A vendored wasm build replaces the pure-Python fallback built above (e.g. MarkupSafe).
+            for other in [k for k, v in lock["sdists"].items() if v["dist_name"].lower() == name]:
+                entries.pop(other)["path"].unlink()
+            shutil.copyfile(vendored[name], pub / vendored[name].name)
+            entries[name] = {"name": name, "version": e["version"], "path": pub / vendored[name].name,
+                             "imports": official["packages"][name]["imports"]}
+        elif e.get("required"):
+            remote[name] = {"name": name, "version": e["version"], "url": cdn + e["file"], "sha256": e["sha256"],
+                            "imports": official["packages"][name]["imports"]}
+
+    # pyodide-lock.json in Pyodide's own schema: loadPackage() verifies each sha256 via fetch integrity.
+    pkgs: dict[str, dict] = {}
+    for name, e in sorted(entries.items()):
+        pkgs[canonical(name)] = {"name": canonical(name), "version": e["version"], "file_name": f"wheels/{e['path'].name}",
+                      "install_dir": "site", "sha256": sha256_file(e["path"]), "package_type": "package",
+                      "imports": e["imports"], "depends": [], "unvendored_tests": False}
+    for name, e in sorted(remote.items()):
+        pkgs[canonical(name)] = {"name": canonical(name), "version": e["version"], "file_name": e["url"], "install_dir": "site",
+                      "sha256": e["sha256"], "package_type": "package", "imports": e["imports"],
+                      "depends": [], "unvendored_tests": False}
+    (out / "pyodide-lock.json").write_text(json.dumps({"info": official["info"], "packages": pkgs}, indent=1))
+
+    # Manifest: what the loader fetches, its size and stage (for the progress bar and the service worker).
+    files: dict[str, dict] = {}
+    for p in sorted(out.rglob("*")):
+        if p.is_file():
+            rel = p.relative_to(site).as_posix()
+            stage = "app" if "slm_playground" in rel else "packages" if "/wheels/" in rel else "runtime"
+            files[rel] = {"size": p.stat().st_size, "stage": stage}
+    for name in SHELL_FILES:
+        files[name] = {"size": (site / name).stat().st_size, "stage": "runtime"}
+    build_hash = hashlib.sha256()
+    for rel in sorted(files):
+        build_hash.update(rel.encode() + b"\0" + hashlib.sha256((site / rel).read_bytes()).digest())
+    manifest = {
+        "build_id": build_hash.hexdigest()[:16],
+        "pyodide_version": lock["pyodide"]["version"],
+        "panel_cdn_root": PANEL_CDN_ROOT,
+        "app_module": "playground.app",
+        "main_js": [f"build/vendor/bokeh/{js}" for js in BOKEH_JS] + [f"build/vendor/{panel_version}/dist/panel.min.js"],
+        "packages": sorted(pkgs),
+        "app_packages": [canonical("slm_playground")],
+        "remote": {n: {"url": e["url"], "stage": "packages"} for n, e in remote.items()},
+        "files": files,
+    }
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    check_csp(site, bool(remote))
+    total = sum(f["size"] for f in files.values())
+    log(f"wrote {out} ({total / 1e6:.1f} MB in {len(files)} files; build {manifest['build_id']}; "
+        f"{'NumPy from ' + cdn if remote else 'all packages vendored'})")
+    return manifest
+
+
+def check_csp(site: Path, remote: bool) -> None:
+    """The pages' CSP must allow the Pyodide CDN only when something is fetched from it."""
+    cdn_origin = "https://cdn.jsdelivr.net"
+    for page in ("index.html", "embed.html"):
+        path = site / page
+        html = path.read_text()
+        new = re.sub(r"connect-src 'self'( https://cdn\.jsdelivr\.net)?",
+                     f"connect-src 'self'{' ' + cdn_origin if remote else ''}", html)
+        if "connect-src 'self'" not in new:
+            raise BuildError(f"{path}: CSP meta with connect-src 'self' not found")
+        if new != html:
+            path.write_text(new)
+
+
+# ----------------------------------------------------------------------------------------------- serving
+
+
+class SiteHandler(http.server.SimpleHTTPRequestHandler):
+    extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map, ".wasm": "application/wasm",
+                      ".mjs": "text/javascript", ".js": "text/javascript", ".whl": "application/zip",
+                      ".json": "application/json", ".py": "text/plain"}
+
+    def end_headers(self) -> None:
+        # Revalidate every time: the service worker is the cache; a rebuild must be seen at once.
+        self.send_header("Cache-Control", "no-cache")
+        super().end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - signature of the base class
+        if os.environ.get("SITE_SERVER_LOG"):
+            super().log_message(format, *args)
+
+
+@contextlib.contextmanager
+def serving(site: Path = SITE, port: int = 0) -> Iterator[str]:
+    """Serve ``site`` on 127.0.0.1 in a thread; yields the base URL."""
+    handler = functools.partial(SiteHandler, directory=str(site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--serve", action="store_true", help="after building, serve site/ on 127.0.0.1")
+    ap.add_argument("--port", type=int, default=8000, help="port for --serve (0: any free port)")
+    ap.add_argument("--pyodide-packages", type=Path, metavar="DIR",
+                    help="folder of pyodide_2025_0 wasm wheels (NumPy, ...) to vendor: no request leaves the site")
+    ap.add_argument("--site-dir", type=Path, default=SITE, help="write the site here instead of site/")
+    ap.add_argument("--py-dir", type=Path, default=PY_DIR, help="folder holding the playground and slm packages")
+    ap.add_argument("--relock", action="store_true", help="re-resolve sha256 hashes of the versions in build.lock")
+    args = ap.parse_args(argv)
+    try:
+        if args.relock:
+            relock()
+            return 0
+        build(args.site_dir, args.py_dir, args.pyodide_packages)
+    except BuildError as e:
+        print(f"build.py: error: {e}", file=sys.stderr)
+        return 1
+    if args.serve:
+        with serving(args.site_dir, args.port) as url:
+            print(f"Serving {args.site_dir} at {url}  (Ctrl+C to stop)", flush=True)
+            with contextlib.suppress(KeyboardInterrupt):
+                threading.Event().wait()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,251 @@
+// Page side: progress screen, BokehJS, the worker, and the page half of Panel's pyodide-worker protocol
+// (adapted from panel/_templates/pyodide_handler.js). `document.body` gets data-ready="1" once the app is
+// interactive; `window.siteTimings` holds stage times (ms since navigation start) for the benchmark.
+
+const STAGES = ["runtime", "packages", "app"];
+const STALL_MS = 120000; // no progress message for this long -> error instead of an endless spinner
+const body = document.body;
+const embed = body.dataset.embed === "1" || new URLSearchParams(location.search).get("embed") === "1";
+const timings = (window.siteTimings = {});
+const state = { stage: null, bytes: {}, total: {}, mainJsBytes: 0, failed: false };
+let worker = null;
+let stallTimer = null;
+
+const $ = (sel) => document.querySelector(sel);
+const mb = (n) => `${(n / 1e6).toFixed(1)} MB`;
+
+// ------------------------------------------------------------------------------------ error panel
+function fail(what, detail) {
+  if (state.failed) return;
+  state.failed = true;
+  clearTimeout(stallTimer);
+  if (worker) worker.terminate();
+  $("#loading").hidden = true;
+  $("#app").hidden = true;
+  $("#error-what").textContent = what;
+  $("#error-detail").textContent = detail || "";
+  $("#error").hidden = false;
+  body.dataset.error = "1";
+  console.error(`[site] ${what}: ${detail}`);
+}
+
+function watchdog() {
+  clearTimeout(stallTimer);
+  stallTimer = setTimeout(
+    () => fail(`Stalled while loading ${state.stage || "the page"}`, `No progress for ${STALL_MS / 1000} s.`),
+    STALL_MS,
+  );
+}
+
+// --------------------------------------------------------------------------------- progress screen
+function render() {
+  for (const s of STAGES) {
+    const row = $(`#stage-${s}`);
+    const done = state.bytes[s] || 0;
+    const total = Math.max(state.total[s] || 0, done);
+    row.querySelector("progress").max = total || 1;
+    row.querySelector("progress").value = done;
+    row.querySelector(".bytes").textContent = total ? `${mb(done)} / ${mb(total)}` : "";
+    const idx = STAGES.indexOf(state.stage);
+    row.dataset.state = STAGES.indexOf(s) < idx ? "done" : s === state.stage ? "active" : "waiting";
+  }
+}
+
+function tick() {
+  if (body.dataset.ready || state.failed) return;
+  $("#elapsed").textContent = `${(performance.now() / 1000).toFixed(1)} s`;
+  requestAnimationFrame(tick);
+}
+
+// ------------------------------------------------------------------------------------------ assets
+async function fetchManifest() {
+  let resp;
+  try {
+    resp = await fetch("build/manifest.json", { cache: "no-cache" });
+  } catch (e) {
+    throw [`Site manifest (build/manifest.json)`, `network error: ${e.message}`];
+  }
+  if (!resp.ok) throw [`Site manifest (build/manifest.json)`, `HTTP ${resp.status} — was \`python build.py\` run?`];
+  return resp.json();
+}
+
+// Cache every asset for the next visit (and offline). Waits (briefly) until this build's service worker
+// controls the page so the worker's downloads pass through it; a rebuild registers a new one.
+async function serviceWorker(buildId) {
+  if (!("serviceWorker" in navigator)) return;
+  const mine = () => navigator.serviceWorker.controller?.scriptURL.endsWith(`build=${buildId}`);
+  try {
+    await navigator.serviceWorker.register(`sw.js?build=${buildId}`);
+    if (mine()) return;
+    await new Promise((resolve) => {
+      const timer = setTimeout(resolve, 3000);
+      navigator.serviceWorker.addEventListener("controllerchange", () => {
+        if (mine()) {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+    });
+  } catch (e) {
+    console.warn("[site] service worker not available:", e);
+  }
+}
+
+// BokehJS and Panel's JS, in order (async=false keeps the order while downloading in parallel).
+function loadMainJs(manifest) {
+  return Promise.all(
+    manifest.main_js.map(
+      (src) =>
+        new Promise((resolve, reject) => {
+          const el = document.createElement("script");
+          el.src = src;
+          el.async = false;
+          el.onload = () => {
+            state.mainJsBytes += manifest.files[src]?.size || 0;
+            resolve();
+          };
+          el.onerror = () => reject([`Browser library (${src})`, "failed to load"]);
+          document.head.appendChild(el);
+        }),
+    ),
+  );
+}
+
+// ---------------------------------------------------------------------------- Panel worker protocol
+function startWorker(manifest, mainJs) {
+  const totals = { runtime: 0, packages: 0, app: 0 };
+  for (const [path, f] of Object.entries(manifest.files)) {
+    if (path.startsWith("build/") && !path.endsWith("manifest.json")) totals[f.stage] += f.size;
+  }
+  worker = new Worker("worker.js", { type: "module" });
+  worker.busy = false;
+  worker.queue = [];
+  let jsdoc = null;
+  let patching = 0;
+
+  const sendChange = (event) => {
+    if ((event.setter_id != null && event.setter_id === "py") || patching > 0) return;
+    if (worker.busy && event.model && event.attr) {
+      worker.queue = worker.queue.filter((e) => !(e.model === event.model && e.attr === event.attr));
+      worker.queue.push(event);
+      return;
+    }
+    worker.busy = true;
+    worker.postMessage({ type: "patch", patch: jsdoc.create_json_patch([event]) });
+  };
+
+  worker.onerror = (e) => fail("The Python worker crashed", e.message || "worker error");
+  worker.onmessageerror = () => fail("The Python worker crashed", "a message could not be decoded");
+  worker.onmessage = async (event) => {
+    const msg = event.data;
+    watchdog();
+    if (msg.type === "progress") {
+      for (const s of STAGES) {
+        state.bytes[s] = msg.bytes[s] + (s === "runtime" ? state.mainJsBytes : 0);
+        state.total[s] = totals[s] + msg.extraTotal[s];
+      }
+      render();
+    } else if (msg.type === "stage") {
+      if (state.stage) timings[state.stage] = performance.now();
+      state.stage = msg.stage;
+      render();
+    } else if (msg.type === "status") {
+      $("#status").textContent = msg.msg;
+    } else if (msg.type === "error") {
+      fail(msg.what, msg.detail);
+    } else if (msg.type === "render") {
+      timings.app = performance.now();
+      timings.worker = msg.timings;
+      try {
+        await mainJs;
+      } catch ([what, detail]) {
+        fail(what, detail);
+        return;
+      }
+      try {
+        jsdoc = await embedDocument(msg);
+      } catch (e) {
+        fail("Rendering the app (BokehJS)", String(e.stack || e));
+        return;
+      }
+      jsdoc.on_change(sendChange, false);
+      timings.render = performance.now();
+      worker.postMessage({ type: "rendered" });
+      worker.postMessage({ type: "location", location: pageLocation() });
+    } else if (msg.type === "ready") {
+      clearTimeout(stallTimer);
+      timings.ready = performance.now();
+      timings.heapBytes = msg.heapBytes;
+      $("#loading").hidden = true;
+      body.dataset.ready = "1";
+    } else if (msg.type === "idle") {
+      if (worker.queue.length) {
+        const patch = jsdoc.create_json_patch(worker.queue);
+        worker.queue = [];
+        worker.postMessage({ type: "patch", patch });
+      } else {
+        worker.busy = false;
+      }
+    } else if (msg.type === "patch") {
+      try {
+        patching += 1;
+        jsdoc.apply_json_patch(msg.patch, msg.buffers);
+      } finally {
+        patching -= 1;
+      }
+    }
+  };
+  worker.postMessage({ type: "start", manifest, location: pageLocation() });
+}
+
+// The page's location for pn.state.location (the worker's own location is worker.js).
+function pageLocation() {
+  const loc = JSON.parse(JSON.stringify(window.location));
+  if (embed) {
+    const params = new URLSearchParams(loc.search);
+    params.set("embed", "1");
+    loc.search = `?${params}`;
+  }
+  return JSON.stringify(loc);
+}
+
+async function embedDocument(msg) {
+  const docsJson = JSON.parse(msg.docs_json);
+  const renderItems = JSON.parse(msg.render_items);
+  const rootIds = JSON.parse(msg.root_ids);
+  const app = $("#app");
+  app.replaceChildren();
+  const roots = {};
+  rootIds.forEach((id, i) => {
+    const el = document.createElement("div");
+    el.id = `app-root-${i}`;
+    app.appendChild(el);
+    roots[id] = el.id;
+  });
+  renderItems[0].roots = roots;
+  renderItems[0].root_ids = rootIds;
+  app.hidden = false;
+  const [views] = await window.Bokeh.embed.embed_items(docsJson, renderItems);
+  return [...views.roots.values()][0].model.document;
+}
+
+// ------------------------------------------------------------------------------------------- main
+async function main() {
+  $("#retry").addEventListener("click", () => location.reload());
+  requestAnimationFrame(tick);
+  watchdog();
+  try {
+    const manifest = await fetchManifest();
+    timings.manifest = performance.now();
+    await serviceWorker(manifest.build_id);
+    timings.serviceWorker = performance.now();
+    const mainJs = loadMainJs(manifest);
+    mainJs.catch(([what, detail]) => fail(what, detail));
+    startWorker(manifest, mainJs);
+  } catch (e) {
+    if (Array.isArray(e)) fail(e[0], e[1]);
+    else fail("Loading the page", String(e.stack || e));
+  }
+}
+
+main();

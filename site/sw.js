@@ -1,0 +1,56 @@
+// Service worker: every asset the site loads (including NumPy from the Pyodide CDN when not vendored) is kept
+// in a cache named after the build id, so a second visit is served locally and works offline. A rebuild has a
+// new id -> loader.js registers sw.js?build=<new id> -> this worker replaces the old one and drops its cache.
+const BUILD = new URL(self.location.href).searchParams.get("build") || "unversioned";
+const PREFIX = "slm-site-";
+const CACHE = PREFIX + BUILD;
+const scope = new URL("./", self.location.href).href;
+// Small files that change with a rebuild under the same URL: network first, cache when offline.
+const FRESH = new Set(["", "index.html", "embed.html", "loader.js", "worker.js", "boot.py", "style.css",
+  "sw.js", "build/manifest.json"]);
+
+self.addEventListener("install", () => self.skipWaiting());
+
+self.addEventListener("activate", (event) => {
+  event.waitUntil((async () => {
+    for (const name of await caches.keys()) {
+      if (name.startsWith(PREFIX) && name !== CACHE) await caches.delete(name);
+    }
+    await self.clients.claim();
+  })());
+});
+
+// The cache write runs alongside (waitUntil): the page streams the response while it is stored.
+async function networkFirst(event, request) {
+  const cache = await caches.open(CACHE);
+  try {
+    const resp = await fetch(request, { cache: "no-cache" });
+    if (resp.ok) event.waitUntil(cache.put(request, resp.clone()));
+    return resp;
+  } catch (e) {
+    const hit = await cache.match(request, { ignoreSearch: true });
+    if (hit) return hit;
+    throw e;
+  }
+}
+
+async function cacheFirst(event, request) {
+  const cache = await caches.open(CACHE);
+  const hit = await cache.match(request);
+  if (hit) return hit;
+  const resp = await fetch(request);
+  if (resp.ok) event.waitUntil(cache.put(request, resp.clone()));
+  return resp;
+}
+
+self.addEventListener("fetch", (event) => {
+  const { request } = event;
+  if (request.method !== "GET") return;
+  const url = request.url.split("#")[0];
+  if (url.startsWith(scope)) {
+    const rel = url.slice(scope.length).split("?")[0];
+    event.respondWith(FRESH.has(rel) || request.mode === "navigate" ? networkFirst(event, request) : cacheFirst(event, request));
+  } else if (url.startsWith("https://cdn.jsdelivr.net/pyodide/")) {
+    event.respondWith(cacheFirst(event, request)); // integrity-checked wasm wheels, immutable per version
+  }
+});

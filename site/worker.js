@@ -1,0 +1,231 @@
+// Runs Pyodide and the Panel app off the main thread, so the page never freezes.
+//
+// Protocol: Panel's pyodide-worker protocol (what `panel convert --to pyodide-worker` generates, see
+// panel/_templates/pyodide_worker.js): worker -> page 'status', 'render', 'patch', 'idle';
+// page -> worker 'rendered', 'patch', 'location'. Added for the loader: page -> worker 'start';
+// worker -> page 'progress', 'stage', 'ready', 'error'.
+
+const root = new URL("./", self.location.href).href; // the site root: worker.js sits next to index.html
+let manifest = null;
+let pyodide = null;
+let py = null; // the namespace boot.py ran in (apply_patch, link_docs, set_location)
+
+const post = (msg, transfer) => self.postMessage(msg, transfer || []);
+
+// An error the page shows verbatim: `what` names the asset or step that failed.
+class SiteError extends Error {
+  constructor(what, detail) {
+    super(`${what}: ${detail}`);
+    this.what = what;
+    this.detail = detail;
+  }
+}
+
+// ----------------------------------------------------------------------------------- byte counting
+const bytes = { runtime: 0, packages: 0, app: 0 };
+const extraTotal = { runtime: 0, packages: 0, app: 0 }; // sizes learnt from Content-Length (CDN files)
+const failed = []; // [{url, reason}] every fetch that failed, to name it in the error panel
+let progressTimer = null;
+
+function stageOf(url) {
+  const rel = url.startsWith(root) ? url.slice(root.length).split("?")[0] : null;
+  if (rel && manifest.files[rel]) return manifest.files[rel].stage;
+  for (const r of Object.values(manifest.remote)) if (r.url === url) return r.stage;
+  return "runtime";
+}
+
+function knownSize(url) {
+  const rel = url.startsWith(root) ? url.slice(root.length).split("?")[0] : null;
+  return rel && manifest.files[rel] ? manifest.files[rel].size : null;
+}
+
+function reportProgress() {
+  if (progressTimer) return;
+  progressTimer = setTimeout(() => {
+    progressTimer = null;
+    post({ type: "progress", bytes: { ...bytes }, extraTotal: { ...extraTotal } });
+  }, 50);
+}
+
+// Count bytes from a clone, and hand Pyodide the untouched response: a synthetic Response would lose
+// its URL, and with it Chrome's compiled-wasm code cache.
+const realFetch = self.fetch.bind(self);
+self.fetch = async (input, init) => {
+  const url = new URL(input instanceof Request ? input.url : String(input), root).href;
+  let resp;
+  try {
+    resp = await realFetch(input, init);
+  } catch (e) {
+    failed.push({ url, reason: `network error (${e.message || e})` });
+    throw e;
+  }
+  if (!resp.ok) {
+    failed.push({ url, reason: `HTTP ${resp.status}` });
+    return resp;
+  }
+  const stage = stageOf(url);
+  if (knownSize(url) === null) extraTotal[stage] += Number(resp.headers.get("content-length") || 0);
+  if (resp.body) {
+    const reader = resp.clone().body.getReader();
+    (async () => {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        bytes[stage] += value.byteLength;
+        reportProgress();
+      }
+    })().catch(() => {});
+  }
+  return resp;
+};
+
+// ------------------------------------------------------------------------------------------ stages
+function stage(name) {
+  post({ type: "stage", stage: name, t: performance.now() });
+}
+
+const PRETTY = { numpy: "NumPy", markupsafe: "MarkupSafe", "slm-playground": "the app (slm_playground wheel)" };
+const pretty = (name) => PRETTY[name] || name;
+
+// "NumPy (https://.../numpy-2.2.5-...whl)" for a package file, the site-relative path otherwise.
+function describe(url) {
+  const rel = url.startsWith(root) ? url.slice(root.length) : url;
+  const m = /([^/]+?)-\d[^/-]*-[^/]*\.whl$/.exec(url);
+  return m ? `${pretty(m[1].replace(/[-_.]+/g, "-").toLowerCase())} (${rel})` : rel;
+}
+
+function failedAssets(filter) {
+  const hits = failed.filter((f) => filter(f.url));
+  return hits.map((f) => `${describe(f.url)}: ${f.reason}`).join("; ");
+}
+
+async function loadPackages(names, label) {
+  const errors = [];
+  let loaded;
+  try {
+    loaded = await pyodide.loadPackage(names, {
+      messageCallback: () => {},
+      errorCallback: (m) => errors.push(m),
+      checkIntegrity: true,
+    });
+  } catch (e) {
+    errors.push(String(e.message || e));
+  }
+  const got = new Set((loaded || []).map((p) => p.name));
+  const missing = names.filter((n) => !got.has(n));
+  if (missing.length || errors.length) {
+    // A failed download makes loadPackage give up on every package: name the ones whose files failed.
+    const assets = failedAssets((u) => u.endsWith(".whl"));
+    const culprits = failed.filter((f) => f.url.endsWith(".whl")).map((f) => describe(f.url).split(" (")[0]);
+    throw new SiteError(
+      `${label}: could not load ${(culprits.length ? culprits : missing.map(pretty)).join(", ")}`,
+      assets || errors.join("\n") || "loadPackage did not load them",
+    );
+  }
+}
+
+async function start(msg) {
+  manifest = msg.manifest;
+  const t0 = performance.now();
+  const timings = {};
+
+  stage("runtime");
+  let loadPyodide;
+  try {
+    ({ loadPyodide } = await import(`${root}build/pyodide/pyodide.mjs`));
+  } catch (e) {
+    throw new SiteError("Pyodide runtime (build/pyodide/pyodide.mjs)", String(e.message || e));
+  }
+  bytes.runtime += manifest.files["build/pyodide/pyodide.mjs"].size;
+  try {
+    pyodide = await loadPyodide({
+      indexURL: `${root}build/pyodide/`,
+      lockFileURL: `${root}build/pyodide-lock.json`,
+      packageBaseUrl: `${root}build/`,
+      stdLibURL: `${root}build/pyodide/python_stdlib.zip`,
+    });
+  } catch (e) {
+    const assets = failedAssets((u) => u.startsWith(root));
+    throw new SiteError("Pyodide runtime", assets || String(e.message || e));
+  }
+  bytes.runtime += manifest.files["build/pyodide/pyodide.asm.js"].size; // imported as a module: not fetched
+  reportProgress();
+  timings.runtime = performance.now() - t0;
+
+  stage("packages");
+  const appPkgs = manifest.app_packages;
+  await loadPackages(manifest.packages.filter((n) => !appPkgs.includes(n)), "Python packages");
+  timings.packages = performance.now() - t0;
+
+  stage("app");
+  await loadPackages(appPkgs, "App code");
+  let boot;
+  try {
+    const resp = await fetch(`${root}boot.py`);
+    if (!resp.ok) throw new Error(`HTTP ${resp.status}`);
+    boot = await resp.text();
+  } catch (e) {
+    throw new SiteError("App bootstrap (boot.py)", String(e.message || e));
+  }
+  py = pyodide.toPy({
+    location_json: msg.location,
+    app_module: manifest.app_module,
+    panel_cdn_root: manifest.panel_cdn_root,
+  });
+  let result;
+  try {
+    result = await pyodide.runPythonAsync(boot, { globals: py, filename: "boot.py" });
+  } catch (e) {
+    throw new SiteError("Starting the app (Python)", lastLines(String(e.message || e)));
+  }
+  const [docs_json, render_items, root_ids] = result.toJs();
+  result.destroy();
+  timings.app = performance.now() - t0;
+  timings.imports = py.get("timings").toJs({ dict_converter: Object.fromEntries });
+  post({ type: "render", docs_json, render_items, root_ids, timings });
+}
+
+function lastLines(text) {
+  return text.trim().split("\n").slice(-12).join("\n");
+}
+
+function sendPatch(patch, buffers, msg_id) {
+  post({ type: "patch", patch, buffers, msg_id });
+}
+
+function heapBytes() {
+  try {
+    return pyodide._module.HEAP8.buffer.byteLength;
+  } catch {
+    return null;
+  }
+}
+
+self.onmessage = async (event) => {
+  const msg = event.data;
+  try {
+    if (msg.type === "start") {
+      await start(msg);
+    } else if (msg.type === "rendered") {
+      py.get("link_docs")(sendPatch);
+      post({ type: "ready", heapBytes: heapBytes() });
+    } else if (msg.type === "patch") {
+      try {
+        await py.get("apply_patch")(msg.patch);
+      } finally {
+        post({ type: "idle" });
+      }
+    } else if (msg.type === "location") {
+      py.get("set_location")(msg.location);
+    }
+  } catch (e) {
+    if (e instanceof SiteError) {
+      post({ type: "error", what: e.what, detail: e.detail });
+    } else if (msg.type === "start") {
+      post({ type: "error", what: "Starting the app", detail: String((e && e.stack) || e) });
+    } else {
+      // A failing callback must not take the app down: log it like `panel serve` would.
+      console.error(e);
+    }
+  }
+};
