@@ -211,14 +211,15 @@ SLIM_RULES: dict[str, tuple[str, ...]] = {
     "panel": (r"panel/dist/", r"panel/tests/", r"panel/package-lock\.json$", r"panel/command/",
               r"panel/_templates/.*\.(ico|png)$", r"\.map$", r"\.d\.ts$"),
     "bokeh": (r"bokeh/server/static/", r"bokeh/sphinxext/", r"bokeh/sampledata/",
-              r"bokeh/_sri/(?!3\.9\.2\.json)",  # resources.py reads the running version's hashes
+              r"bokeh/_sri/(?!{version}\.json)",  # resources.py reads the running version's hashes
               r"bokeh/command/", r"\.map$", r"\.d\.ts$"),
     "*": (r"(^|/)tests?/", r"\.pyi$", r"(^|/)py\.typed$"),
 }
 
 
-def slim_filter(dist: str) -> Callable[[str], bool]:
-    pats = [re.compile(p) for p in SLIM_RULES.get(dist, ()) + SLIM_RULES["*"]]
+def slim_filter(dist: str, version: str) -> Callable[[str], bool]:
+    rules = SLIM_RULES.get(dist, ()) + SLIM_RULES["*"]
+    pats = [re.compile(p.replace("{version}", re.escape(version))) for p in rules]
     return lambda name: not any(p.search(name) for p in pats)
 
 
@@ -462,7 +463,7 @@ def build(site: Path = SITE, py_dir: Path = PY_DIR, pyodide_packages: Path | Non
     for name, whl in wheels.items():
         e = lock["wheels"][name]
         key = f"{PROCESS_VERSION}|{e['sha256']}|{SLIM_RULES.get(name)}|{SLIM_RULES['*']}"
-        made = process_wheel(pkg, name, whl, pub, functools.partial(unpack, whl, keep=slim_filter(name)),
+        made = process_wheel(pkg, name, whl, pub, functools.partial(unpack, whl, keep=slim_filter(name, e["version"])),
                              e["file"], key, "legacy")
         entries[name] = {"name": name, "version": e["version"], "path": made, "imports": e["imports"]}
     for name, sd in sdists.items():
