@@ -18,8 +18,9 @@ def layer_norm(
     x: np.ndarray, weight: np.ndarray | None = None, bias: np.ndarray | None = None, eps: float = 1e-5
 ) -> np.ndarray:
     """Per row: subtract the mean, divide by the (population) standard deviation, then scale and shift."""
-    centred = x - x.mean(axis=-1, keepdims=True)
-    out = centred / np.sqrt((centred * centred).mean(axis=-1, keepdims=True) + eps)
+    n = x.shape[-1]  # sum / n rather than .mean(): the same value, a third of the overhead on small rows
+    centred = x - x.sum(axis=-1, keepdims=True) / n
+    out = centred / np.sqrt((centred * centred).sum(axis=-1, keepdims=True) / n + eps)
     if weight is not None:
         out = out * weight
     if bias is not None:
@@ -29,7 +30,7 @@ def layer_norm(
 
 def rms_norm(x: np.ndarray, weight: np.ndarray | None = None, eps: float = 1e-5) -> np.ndarray:
     """Per row: divide by the root mean square (no centring), then scale."""
-    out = x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps)
+    out = x / np.sqrt((x * x).sum(axis=-1, keepdims=True) / x.shape[-1] + eps)
     return out if weight is None else out * weight
 
 
@@ -41,8 +42,8 @@ def softmax(x: np.ndarray, axis: int = -1, mask: np.ndarray | None = None) -> np
     peak = x.max(axis=axis, keepdims=True)
     peak = np.where(np.isfinite(peak), peak, 0.0)  # an all -inf row: avoid inf - inf
     e = np.exp(x - peak)  # exp(-inf) is exactly 0
-    total = e.sum(axis=axis, keepdims=True)
-    return e / np.where(total > 0, total, 1.0)
+    total = e.sum(axis=axis, keepdims=True)  # >= 1 (the peak's own exp(0)) unless the whole row is masked
+    return e / np.maximum(total, 1.0)
 
 
 def relu(x: np.ndarray) -> np.ndarray:

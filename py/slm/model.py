@@ -111,7 +111,7 @@ class Model:
         ids, batched = self._check_tokens(tokens, cache)
         if cache is not None and not self.cfg.causal:
             raise ValueError("a KVCache needs a causal model: without the mask, cached rows would miss later tokens")
-        n_batch, n_new = ids.shape
+        n_new = ids.shape[-1]
         start = 0 if cache is None else cache.length
         positions = np.arange(start, start + n_new)
         mask = layers.causal_mask(n_new, start + n_new) if self.cfg.causal else np.ones((n_new, start + n_new), bool)
@@ -135,7 +135,7 @@ class Model:
             tokens=ids, tok=tok, pos=pos, x=x0, layers=layer_traces, final=final, logits=logits,
             probs=layers.softmax(logits), positions=positions, lengths=lengths,
         )
-        return trace if batched else _drop_batch_axis(trace)
+        return trace
 
     def _block(
         self, i: int, x: np.ndarray, positions: np.ndarray, mask: np.ndarray, cache: KVCache | None
@@ -217,12 +217,11 @@ class Model:
                 raise ValueError(f"tokens must be integer ids, got dtype {ids.dtype}")
         if ids.min() < 0 or ids.max() >= self.cfg.n_vocab:
             raise ValueError(f"tokens must be ids in [0, {self.cfg.n_vocab}), got values {ids.min()}..{ids.max()}")
-        batched = ids.ndim == 2
-        ids = ids if batched else ids[None, :]
-        total = ids.shape[1] + (0 if cache is None else cache.length)
+        batched = ids.ndim == 2  # unbatched ids run without a batch axis: every array is one sequence's
+        total = ids.shape[-1] + (0 if cache is None else cache.length)
         if total > self.cfg.n_ctx:
             raise ValueError(f"tokens: {total} positions exceed the context length n_ctx={self.cfg.n_ctx}")
-        if cache is not None and ids.shape[0] != 1:
+        if cache is not None and batched and ids.shape[0] != 1:
             raise ValueError("a KVCache holds one sequence: pass tokens of shape (T,)")
         return ids, batched
 
@@ -260,13 +259,3 @@ class Model:
         cfg = Config.from_json(str(arrays.pop("__config__")))
         meta = json.loads(str(arrays.pop("__meta__"))) if "__meta__" in arrays else {}
         return cls(cfg, arrays, meta)
-
-
-def _drop_batch_axis(trace: Trace) -> Trace:
-    """The unbatched view of a batch-of-one trace."""
-    def first(value: Any) -> Any:
-        return value[0] if isinstance(value, np.ndarray) else value
-
-    layer_traces = [LayerTrace(**{n: first(v) for n, v in vars(layer).items()}) for layer in trace.layers]
-    fields = {n: first(v) for n, v in vars(trace).items() if n not in ("layers", "positions", "lengths")}
-    return Trace(**fields, layers=layer_traces, positions=trace.positions, lengths=None)
