@@ -11,12 +11,11 @@ from functools import partial
 
 import panel as pn
 from bokeh.events import Tap
-from bokeh.layouts import gridplot
 from bokeh.models import BoxAnnotation, ColorBar, ColumnDataSource, HoverTool, LinearColorMapper, Range1d
 
 from .. import analysis
 from ..state import PlaygroundState
-from .common import MASKED_FILL, MASKED_HATCH, WEIGHT_PALETTE, caption, label_axis, small_figure, title
+from .common import MASKED_FILL, MASKED_HATCH, WEIGHT_PALETTE, caption, label_axis, patches_bokeh, small_figure, title
 
 HOVER = [("query", "@query_token (position @query)"), ("key", "@key_token (position @key)"),
          ("weight", "@weight{0.0000}")]
@@ -31,7 +30,7 @@ class Heatmap:
                  large: bool) -> None:
         self.cells = ColumnDataSource(data=_empty())
         self.masked = ColumnDataSource(data=_empty())
-        self.fig = small_figure(width=size, height=size, x_range=x_range, y_range=y_range, match_aspect=True)
+        self.fig = small_figure(width=size, height=size, x_range=x_range, y_range=y_range)
         fig = self.fig
         fig.rect("key", "query", 1, 1, source=self.cells, fill_color={"field": "weight", "transform": mapper},
                  line_color=None, name="cells")
@@ -74,8 +73,9 @@ class AttentionView:
         self.mapper = LinearColorMapper(palette=WEIGHT_PALETTE, low=0.0, high=1.0)
         self.x_range, self.y_range = Range1d(-0.5, 0.5), Range1d(0.5, -0.5)  # y flipped: position 0 on top
         self.large = Heatmap(self.mapper, Range1d(-0.5, 0.5), Range1d(0.5, -0.5), 420, large=True)
+        self.large.fig.name = "attention-large"  # a stable handle for the browser tests
         self.large_title = title("")
-        self.grid_pane = pn.pane.Bokeh(sizing_mode="fixed", margin=(0, 10))
+        self.grid_pane = pn.GridBox(ncols=1, margin=(0, 8))
         self.large_pane = pn.pane.Bokeh(self.large.fig, margin=(0, 10))
         self.hint = pn.pane.HTML("", margin=(0, 10))
         self.shape: tuple[int, int] | None = None
@@ -114,12 +114,15 @@ class AttentionView:
                 self.small[(i, j)] = heatmap
                 row.append(heatmap.fig)
             rows.append(row)
-        self.grid_pane.object = gridplot(rows, toolbar_location=None)
+        # A GridBox of panes rather than a Bokeh gridplot: Panel sizes each pane from its figure.
+        self.grid_pane.objects = [pn.pane.Bokeh(fig, margin=2) for row in rows for fig in row]
+        self.grid_pane.ncols = n_heads
         self.head_select.options = {f"layer {i} · head {j}": (i, j) for i in range(n_layers) for j in range(n_heads)}
         self.shape = (n_layers, n_heads)
 
     # ---- updating ----
 
+    @patches_bokeh
     def update(self, *_: object) -> None:
         state = self.state
         cfg, trace, labels = state.model.cfg, state.trace, state.tokens.labels
@@ -156,9 +159,11 @@ class AttentionView:
             heatmap.fig.outline_line_color = "#D55E00" if selected else "#cccccc"
             heatmap.fig.outline_line_width = 3 if selected else 1
 
+    @patches_bokeh
     def select_head(self, *_: object) -> None:
         self._update_large()
 
+    @patches_bokeh
     def select_position(self, *_: object) -> None:
         n, position = len(self.state.tokens.labels), self.state.selected_position
         for heatmap in [*self.small.values(), self.large]:

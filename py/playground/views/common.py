@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import html
+from collections.abc import Callable
+from typing import Any
 
 import panel as pn
 from bokeh.models import FixedTicker
@@ -14,6 +17,21 @@ POSITIVE, NEGATIVE = "#0072B2", "#D55E00"  # Okabe-Ito blue / vermillion: distin
 NEUTRAL = "#56B4E9"
 MASKED_FILL, MASKED_HATCH = "#f0f0f0", "#b0b0b0"
 FONT = "11px"
+
+
+def patches_bokeh(method: Callable[..., Any]) -> Callable[..., Any]:
+    """For methods that change Bokeh models directly (source data, ranges, axes).
+
+    Panel runs widget events that arrive with a Bokeh event (e.g. Enter in the prompt box) as coroutines without
+    the server's document lock, and Bokeh refuses unlocked changes to plain Bokeh models; pn.io.unlocked() is
+    Panel's way to apply and dispatch them. Outside a server session (tests, Pyodide) it does nothing."""
+
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with pn.io.unlocked():
+            return method(*args, **kwargs)
+
+    return wrapper
 
 
 def esc(text: object) -> str:

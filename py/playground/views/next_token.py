@@ -9,7 +9,7 @@ from bokeh.transform import dodge
 
 from .. import analysis
 from ..state import PlaygroundState
-from .common import NEGATIVE, POSITIVE, caption, esc, small_figure, title
+from .common import NEGATIVE, POSITIVE, caption, esc, patches_bokeh, small_figure, title
 
 TOP_K = 10
 
@@ -18,7 +18,7 @@ class NextTokenView:
     def __init__(self, state: PlaygroundState) -> None:
         self.state = state
         self.source = ColumnDataSource(data=dict(token=[], prob=[], ablated=[]))
-        fig = small_figure(width=560, height=320, y_range=FactorRange(), x_range=(0, 1), title="")
+        fig = small_figure(width=560, height=320, y_range=FactorRange(), x_range=(0, 1), title="", name="next-token")
         full = fig.hbar(y=dodge("token", 0.18, range=fig.y_range), right="prob", height=0.34, color=POSITIVE,
                         source=self.source)
         self.ablated_bars = fig.hbar(y=dodge("token", -0.18, range=fig.y_range), right="ablated", height=0.34,
@@ -47,6 +47,7 @@ class NextTokenView:
             name="Next token", sizing_mode="stretch_width",
         )
 
+    @patches_bokeh
     def update(self, *_: object) -> None:
         state = self.state
         self.ablate.options = state.head_names(state.model)

@@ -9,7 +9,7 @@ from bokeh.models import ColumnDataSource, FactorRange, HoverTool, LinearColorMa
 
 from .. import analysis
 from ..state import PlaygroundState
-from .common import NEGATIVE, NEUTRAL, POSITIVE, WEIGHT_PALETTE, caption, esc, small_figure, title
+from .common import NEGATIVE, NEUTRAL, POSITIVE, WEIGHT_PALETTE, caption, esc, patches_bokeh, small_figure, title
 
 MAX_COORDINATES = 8  # per-coordinate bars only make sense for a model this narrow (the lesson's d = 4)
 
@@ -19,7 +19,8 @@ class ResidualView:
         self.state = state
         # 1. direct logit attribution
         self.attr_source = ColumnDataSource(data=dict(name=[], value=[], color=[]))
-        self.attr_fig = small_figure(width=720, height=300, y_range=FactorRange(), title="")
+        self.attr_fig = small_figure(width=720, height=300, y_range=FactorRange(), title="",
+                                     name="residual-attribution")
         self.attr_fig.hbar(y="name", right="value", height=0.7, color="color", source=self.attr_source)
         self.attr_fig.add_tools(HoverTool(tooltips=[("component", "@name"), ("contribution", "@value{0.0000}")]))
         self.attr_fig.xaxis.axis_label = "direct contribution to the logit"
@@ -76,6 +77,7 @@ class ResidualView:
             self.coord_pane, name="Residual stream", sizing_mode="stretch_width",
         )
 
+    @patches_bokeh
     def update(self, *_: object) -> None:
         state = self.state
         model, trace, position, vocab = state.model, state.trace, state.selected_position, state.vocab

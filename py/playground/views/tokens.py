@@ -10,7 +10,7 @@ from bokeh.core.property.vectorization import value
 from bokeh.models import ColumnDataSource, HoverTool, Range1d, TapTool
 
 from ..state import PlaygroundState
-from .common import esc, small_figure
+from .common import esc, patches_bokeh, small_figure
 
 WIDTH = 760
 ROW_HEIGHT = 48
@@ -59,6 +59,7 @@ class TokenStrip:
         self.update()
         self.panel = pn.Column(pn.pane.Bokeh(fig, margin=(0, 10)), self.note, sizing_mode="stretch_width")
 
+    @patches_bokeh
     def update(self, *_: object) -> None:
         tokens, selected = self.state.tokens, self.state.selected_position
         xs, ys, widths = layout(tokens.labels)

@@ -1,0 +1,79 @@
+"""Fixtures for the playground's browser tests: a `panel serve` of the app and a headless Chromium page."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "artifacts"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update"]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def app_url():
+    port = _free_port()
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "py"))
+    ARTIFACTS.mkdir(exist_ok=True)
+    log = open(ARTIFACTS / "panel_serve.log", "w")  # noqa: SIM115 - closed below, after the server stops
+    server = subprocess.Popen(
+        [sys.executable, "-m", "panel", "serve", str(ROOT / "py/playground/app.py"), "--port", str(port),
+         "--address", "127.0.0.1", "--allow-websocket-origin", f"127.0.0.1:{port}"],
+        env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+    )
+    url = f"http://127.0.0.1:{port}/app"
+    try:
+        for _ in range(120):
+            try:
+                urllib.request.urlopen(url, timeout=1)
+                break
+            except OSError:
+                if server.poll() is not None:
+                    pytest.fail(f"panel serve exited: see {ARTIFACTS / 'panel_serve.log'}")
+                time.sleep(0.25)
+        else:
+            pytest.fail("panel serve did not answer within 30 s")
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        log.close()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not shutil.which(CHROMIUM):
+        pytest.skip(f"no Chromium at {CHROMIUM}")
+    with sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1000, "height": 900})
+    page = context.new_page()
+    page.dialogs = []  # every alert/confirm the page tries to open: an XSS payload must never produce one
+    page.on("dialog", lambda dialog: (page.dialogs.append(dialog.message), dialog.dismiss()))
+    page.errors = []
+    page.on("pageerror", lambda error: page.errors.append(str(error)))
+    yield page
+    context.close()
