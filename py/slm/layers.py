@@ -56,7 +56,8 @@ def gelu(x: np.ndarray) -> np.ndarray:
 
 
 def silu(x: np.ndarray) -> np.ndarray:
-    return x / (1.0 + np.exp(-x))
+    """x * sigmoid(x), with sigmoid written through tanh so that no exp overflows for large |x|."""
+    return 0.5 * x * (1.0 + np.tanh(0.5 * x))
 
 
 ACTIVATION_FUNCTIONS = {"relu": relu, "gelu": gelu}
