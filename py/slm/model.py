@@ -258,4 +258,4 @@ class Model:
             raise ValueError("not a saved slm model: the file has no __config__ entry")
         cfg = Config.from_json(str(arrays.pop("__config__")))
         meta = json.loads(str(arrays.pop("__meta__"))) if "__meta__" in arrays else {}
-        return cls(cfg, arrays, meta)
+        return Model(cfg, arrays, meta)  # a plain Model whatever subclass saved it
