@@ -59,6 +59,10 @@ def test_command_line_writes_weights_curves_and_metrics(tmp_path):
     png = (tmp_path / "m_loss.png").read_bytes()
     assert png.startswith(b"\x89PNG\r\n\x1a\n") and b"IEND" in png[-12:]
     assert (tmp_path / "m_metrics.json").exists()
+    # the same command again reproduces the weights bit for bit; another seed does not
+    assert main([*flags[:-1], str(tmp_path / "again.npz"), "--no-eval", "--verify-against", str(out)]) == 0
+    assert main([*flags[:-1], str(tmp_path / "other.npz"), "--no-eval", "--seed", "1", "--verify-against",
+                 str(out)]) == 1
 
 
 def test_png_is_a_valid_image(tmp_path):

@@ -4,18 +4,26 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from .model import Model
 from .tokenizer import WordTokenizer
 
 WEIGHTS_FILE = Path(__file__).with_name("weights") / "shipped.npz"
 
 
-def load_pretrained() -> Model:
+def load_pretrained(dtype: type | None = np.float64) -> Model:
     """The shipped model. Its meta data holds the vocabulary ("vocab") and notes from training (e.g. which head
-    attends from a pronoun to its referent)."""
+    attends from a pronoun to its referent).
+
+    The file stores float32 arrays (half the download); they are cast to `dtype` (float64 by default, so that
+    every comparison in the app is exact to float64 rounding). dtype=None keeps the stored float32."""
     if not WEIGHTS_FILE.exists():
         raise FileNotFoundError(f"the shipped weights are missing: {WEIGHTS_FILE}")
-    return Model.load(WEIGHTS_FILE.read_bytes())
+    model = Model.load(WEIGHTS_FILE.read_bytes())
+    if dtype is None or model.dtype == np.dtype(dtype):
+        return model
+    return Model(model.cfg, {name: value.astype(dtype) for name, value in model.params.items()}, model.meta)
 
 
 def tokenizer_for(model: Model) -> WordTokenizer:

@@ -42,6 +42,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="dtype of the saved arrays (default float32; slm.load_pretrained casts to float64)")
     parser.add_argument("--no-eval", action="store_true", help="skip the held-out metrics at the end")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--verify-against", type=Path, default=None, metavar="NPZ",
+                        help="after training, check that the weights equal this file's bit for bit (exit 1 if not)")
     return parser
 
 
@@ -92,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = _parser().parse_args(argv)
     tc = TrainConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)})
+    reference = Model.load(args.verify_against) if args.verify_against is not None else None  # before --out
     update, close = _progress_bar(tc.steps, not args.no_progress)
     started = time.perf_counter()
     model, curve = train(tc, update)
@@ -122,7 +125,20 @@ def main(argv: list[str] | None = None) -> int:
     Path(f"{stem}_metrics.json").write_text(json.dumps(training, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     print(json.dumps({k: v for k, v in training.items() if k != "config"}, indent=1, sort_keys=True))
     print(f"wrote {out} ({out.stat().st_size / 1e6:.2f} MB) and {stem}_loss.json/.png/.html, {stem}_metrics.json")
+    if reference is not None:
+        return 0 if same_weights(model, reference) else 1
     return 0
+
+
+def same_weights(a: Model, b: Model) -> bool:
+    """Report whether two models have the same config and bit-for-bit equal arrays."""
+    differ = [n for n in a.params if n not in b.params or a.params[n].dtype != b.params[n].dtype
+              or not np.array_equal(a.params[n], b.params[n])]
+    if a.cfg != b.cfg or differ or a.params.keys() != b.params.keys():
+        print(f"DIFFERENT weights: {', '.join(differ) or 'config / names'}")
+        return False
+    print("identical weights (bit for bit)")
+    return True
 
 
 if __name__ == "__main__":

@@ -80,6 +80,18 @@ class Curve:
         return dataclasses.asdict(self)
 
 
+def training_stream(tc: TrainConfig) -> TokenStream:
+    """The training text (its own seed, independent of the validation text's and the batch sampler's)."""
+    return TokenStream.generate("train", tc.train_tokens, seed=tc.seed * 2 + 1)
+
+
+def validation_windows(tc: TrainConfig) -> np.ndarray:
+    """The fixed (eval_windows, n_ctx) held-out windows the validation loss is measured on."""
+    valid_stream = TokenStream.generate("valid", tc.valid_tokens, seed=tc.seed * 2 + 2)
+    return valid_stream.windows(np.random.default_rng([tc.seed, 8]), tc.eval_windows, tc.n_ctx,
+                                tc.doc_start_fraction)
+
+
 def train(
     tc: TrainConfig,
     progress: Callable[[int, float, float | None], None] | None = None,
@@ -91,12 +103,9 @@ def train(
     cfg = tc.model_config()
     model = Model.init(cfg, seed=tc.seed, dtype=dtype)
     model.meta = {"vocab": list(corpus.VOCAB)}
-    # Independent seeds for the two splits' text and for the batch sampler.
-    train_stream = TokenStream.generate("train", tc.train_tokens, seed=tc.seed * 2 + 1)
-    valid_stream = TokenStream.generate("valid", tc.valid_tokens, seed=tc.seed * 2 + 2)
-    rng = np.random.default_rng([tc.seed, 7])
-    valid_windows = valid_stream.windows(np.random.default_rng([tc.seed, 8]), tc.eval_windows, tc.n_ctx,
-                                         tc.doc_start_fraction)
+    train_stream = training_stream(tc)
+    valid_windows = validation_windows(tc)
+    rng = np.random.default_rng([tc.seed, 7])  # the batch sampler
     optimizer = AdamW(model.params, betas=(0.9, tc.beta2), weight_decay=tc.weight_decay)
     curve = Curve(unigram_loss=unigram_loss(train_stream.ids, valid_windows))
     start = time.perf_counter()

@@ -1,0 +1,76 @@
+"""The shipped weights (py/slm/weights/shipped.npz) meet the model card's claims, measured afresh on fixed seeded
+held-out (validation-split) samples; the numbers must also equal the ones recorded at training time."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+import pytest
+
+import slm
+from slm.pretrained import WEIGHTS_FILE
+from slm.train import corpus
+from slm.train.evaluate import agreement, pronoun_heads, sample_parse_rate, unigram_loss, window_loss
+from slm.train.loop import TrainConfig, training_stream, validation_windows
+
+pytestmark = pytest.mark.skipif(not WEIGHTS_FILE.exists(), reason="the shipped weights are not there yet")
+
+
+@lru_cache(maxsize=1)
+def model() -> slm.Model:
+    return slm.load_pretrained()
+
+
+def recorded() -> dict:
+    return model().meta["training"]["metrics"]
+
+
+def test_file_is_small_and_loads_with_its_vocabulary():
+    assert WEIGHTS_FILE.stat().st_size <= 2_000_000
+    m = model()
+    assert m.dtype == np.float64
+    assert slm.load_pretrained(dtype=None).dtype == np.float32
+    assert m.meta["vocab"] == list(corpus.VOCAB) and m.cfg.n_vocab == len(corpus.VOCAB)
+    tok = slm.tokenizer_for(m)
+    ids = tok.encode("the dog chased the balls because it was hungry .").ids
+    assert tok.decode(ids) == "the dog chased the balls because it was hungry."
+    assert m.cfg.n_layers == 2 and m.cfg.n_heads == 4
+    training = m.meta["training"]
+    assert training["command"].startswith("python -m slm.train")
+    assert TrainConfig(**training["config"]).model_config() == m.cfg
+
+
+def test_validation_loss_is_far_below_the_unigram_baseline():
+    tc = TrainConfig(**model().meta["training"]["config"])
+    windows = validation_windows(tc)
+    loss = window_loss(model(), windows)
+    baseline = unigram_loss(training_stream(tc).ids, windows)
+    assert loss < baseline - 1.5, (loss, baseline)
+    # the training run measured the same windows with the float64 weights before rounding them to float32
+    assert loss == pytest.approx(model().meta["training"]["valid_loss"], abs=2e-3)
+    assert baseline == pytest.approx(model().meta["training"]["unigram_loss"], rel=1e-12)
+
+
+def test_agreement_on_held_out_decisions():
+    result = agreement(model())
+    assert result.accuracy >= 0.95, result.failures
+    for kind in ("verb", "rc_verb", "pronoun_verb", "possessive"):
+        assert result.by_kind[kind] >= 0.9, (kind, result.by_kind)
+    assert result.accuracy == pytest.approx(recorded()["agreement_accuracy"])
+    assert result.by_kind == pytest.approx(recorded()["agreement_by_kind"])
+
+
+def test_sampled_continuations_parse():
+    result = sample_parse_rate(model(), n=100, temperature=0.8)
+    assert result.rate >= 0.9, result.bad
+    assert result.rate == pytest.approx(recorded()["sample_parse_rate"])
+
+
+def test_the_named_pronoun_head_attends_to_the_referent():
+    heads = pronoun_heads(model())
+    layer, head = model().meta["pronoun_head"]
+    assert (layer, head) == heads.best
+    assert heads.to_referent[layer, head] >= 0.5
+    assert heads.to_referent[layer, head] > 3 * heads.to_other[layer, head]
+    np.testing.assert_allclose(heads.to_referent, recorded()["pronoun_attention_to_referent"], atol=1e-4)
