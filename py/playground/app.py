@@ -28,21 +28,21 @@ class Playground:
 
     def __init__(self, state: PlaygroundState | None = None) -> None:
         self.state = state = state or PlaygroundState()
-        self.prompt = pn.widgets.TextInput(name="Prompt", value=state.prompt, placeholder="the cat chased the dog",
+        self.prompt = pn.widgets.TextInput(label="Prompt", value=state.prompt, placeholder="the cat chased the dog",
                                            width=420, max_length=2000)
         # Every keystroke re-runs the forward pass (it takes milliseconds); Enter also generates.
         self.prompt.param.watch(lambda e: setattr(state, "prompt", e.new), "value_input")
         self.prompt.param.watch(self._on_enter, "enter_pressed")
         state.param.watch(lambda e: setattr(self.prompt, "value", e.new) if self.prompt.value_input != e.new
                           else None, "prompt")
-        self.generate = pn.widgets.Button(name="Generate", button_type="primary", width=100, margin=(26, 5, 5, 5))
-        self.stop = pn.widgets.Button(name="Stop", button_type="warning", width=80, margin=(26, 5, 5, 5),
+        self.generate = pn.widgets.Button(label="Generate", color="primary", width=100, margin=(26, 5, 5, 5))
+        self.stop = pn.widgets.Button(label="Stop", color="warning", width=80, margin=(26, 5, 5, 5),
                                       disabled=True)
         self.generate.on_click(self._on_generate)
         self.stop.on_click(lambda _: state.stop())
         state.param.watch(self._on_generating, "generating")
         self.model_select = pn.widgets.Select.from_param(
-            state.param.model_name, name="Model", width=150,
+            state.param.model_name, label="Model", width=150,
             options={"trained model": "shipped", "lesson model": "lesson"})
         self.prompt_bar = pn.Row(self.prompt, self.generate, self.stop, self.model_select)
 
@@ -74,8 +74,8 @@ class Playground:
                 caption("The prompt as tokens: click one to select its position."), self.tokens.panel, self.tabs,
             ]
 
-    def _on_view(self, event: object) -> None:
-        if event.name == "embed" or self.state.embed:
+    def _on_view(self, *events: object) -> None:
+        if any(event.name == "embed" for event in events) or self.state.embed:
             self._layout()
         else:
             self.tabs.active = VIEWS.index(self.state.view)

@@ -74,6 +74,7 @@ class PlaygroundState(param.Parameterized):
         params.setdefault("model_name", default_model_name())
         params.setdefault("prompt", DEFAULT_PROMPTS[params["model_name"]])
         self._stop_requested = False
+        self._fallback_note = ""
         super().__init__(**params)
         self._load_model()
 
@@ -82,32 +83,33 @@ class PlaygroundState(param.Parameterized):
     @param.depends("model_name", "norm_placement", "norm", "positions", "causal", "n_heads", "n_kv_heads",
                    watch=True)
     def _load_model(self) -> None:
-        note = ""
-        name = self.model_name
+        note = self._fallback_note if self.model_name == "lesson" else ""
         try:
-            model = load_model(name, **self.lesson_options())
+            model = load_model(self.model_name, **self.lesson_options())
         except FileNotFoundError:
-            # The shipped weights are still being trained: fall back, and say so.
-            note = "The trained model is not available yet, so the playground shows the lesson model."
-            name = "lesson"
-            model = load_model(name, **self.lesson_options())
+            # The shipped weights are still being trained: fall back (which re-enters this method), and say so.
+            self._fallback_note = "The trained model is not available yet, so the playground shows the lesson model."
+            self.model_name = "lesson"
+            return
         except ValueError as exc:
             note = f"That architecture cannot be built ({exc}); the previous model is still shown."
             model = self.model if self.model is not None else load_model("lesson")
+        if self.model_name == "shipped":
+            self._fallback_note = ""
+        self.use_model(model, note)
+
+    def use_model(self, model: slm.Model, note: str = "") -> None:
+        """Show `model` (with a vocabulary in its meta): clamp the selection to its shape and run the prompt."""
         tokenizer = slm.tokenizer_for(model)
         cfg = model.cfg
         with param.parameterized.batch_call_watchers(self):
             self.param.layer.bounds = (0, cfg.n_layers - 1)
             self.param.head.bounds = (0, cfg.n_heads - 1)
-            changes: dict[str, Any] = dict(
-                model=model, tokenizer=tokenizer, model_note=note,
-                layer=min(self.layer, cfg.n_layers - 1), head=min(self.head, cfg.n_heads - 1),
+            self.param.update(
+                model=model, tokenizer=tokenizer, model_note=note, layer=min(self.layer, cfg.n_layers - 1),
+                head=min(self.head, cfg.n_heads - 1),
+                ablate=self.ablate if self.ablate in self.head_names(model) else "none",
             )
-            if name != self.model_name:
-                changes["model_name"] = name
-            if self.ablate not in self.head_names(model):
-                changes["ablate"] = "none"
-            self.param.update(**changes)
             self._run()
 
     def lesson_options(self) -> dict[str, Any]:

@@ -30,6 +30,7 @@ class Heatmap:
                  large: bool) -> None:
         self.cells = ColumnDataSource(data=_empty())
         self.masked = ColumnDataSource(data=_empty())
+        self.labels: list[str] = []
         self.fig = small_figure(width=size, height=size, x_range=x_range, y_range=y_range)
         fig = self.fig
         fig.rect("key", "query", 1, 1, source=self.cells, fill_color={"field": "weight", "transform": mapper},
@@ -54,9 +55,13 @@ class Heatmap:
 
     def update(self, allowed: dict, hidden: dict, labels: list[str], position: int, show_labels: bool) -> None:
         self.cells.data, self.masked.data = allowed, hidden
-        for axis in (self.fig.xaxis[0], self.fig.yaxis[0]):
-            label_axis(axis, labels)
-        self.fig.axis.visible = show_labels
+        # Relabelling axes costs more than the data itself: only when the tokens changed and the labels show.
+        if show_labels and labels != self.labels:
+            for axis in (self.fig.xaxis[0], self.fig.yaxis[0]):
+                label_axis(axis, labels)
+            self.labels = list(labels)
+        if self.fig.xaxis[0].visible != show_labels:
+            self.fig.axis.visible = show_labels
         self.select_row(position, len(labels))
 
     def select_row(self, position: int, n: int) -> None:
@@ -80,7 +85,7 @@ class AttentionView:
         self.hint = pn.pane.HTML("", margin=(0, 10))
         self.shape: tuple[int, int] | None = None
         self.small: dict[tuple[int, int], Heatmap] = {}
-        head_select = pn.widgets.Select(name="Head shown large", options=[], width=160)
+        head_select = pn.widgets.Select(label="Head shown large", options=[], width=160)
         self.head_select = head_select
         head_select.param.watch(self._on_head_select, "value")
         pn.bind(self.update, state.param.trace, watch=True)

@@ -60,9 +60,14 @@ def small_figure(**kwargs: object) -> figure:
 
 
 def label_axis(axis: object, labels: list[str]) -> None:
-    """Put the tokens on a numeric axis: one tick per position, labelled with its token."""
-    axis.ticker = FixedTicker(ticks=list(range(len(labels))))
-    axis.major_label_overrides = {i: label for i, label in enumerate(labels)}
+    """Put the tokens on a numeric axis: one tick per position, labelled with its token. The ticker is created
+    once per axis and then only its ticks change."""
+    ticks = list(range(len(labels)))
+    if isinstance(axis.ticker, FixedTicker):
+        axis.ticker.ticks = ticks
+    else:
+        axis.ticker = FixedTicker(ticks=ticks)
+    axis.major_label_overrides = dict(enumerate(labels))
 
 
 STYLES = """

@@ -24,15 +24,15 @@ def stream_html(prompt: str, generated: list[tuple[str, float]], running: bool) 
 class GenerateView:
     def __init__(self, state: PlaygroundState) -> None:
         self.state = state
-        self.max_new = pn.widgets.IntSlider.from_param(state.param.max_new_tokens, name="max new tokens", width=170)
-        self.temperature = pn.widgets.FloatSlider.from_param(state.param.temperature, name="temperature (0 = greedy)",
+        self.max_new = pn.widgets.IntSlider.from_param(state.param.max_new_tokens, label="max new tokens", width=170)
+        self.temperature = pn.widgets.FloatSlider.from_param(state.param.temperature, label="temperature (0 = greedy)",
                                                              width=170)
-        self.top_k = pn.widgets.IntSlider.from_param(state.param.top_k, name="top-k (0 = off)", width=170)
-        self.top_p = pn.widgets.FloatSlider.from_param(state.param.top_p, name="top-p", width=170)
-        self.seed = pn.widgets.IntInput.from_param(state.param.seed, name="seed", width=110)
+        self.top_k = pn.widgets.IntSlider.from_param(state.param.top_k, label="top-k (0 = off)", width=170)
+        self.top_p = pn.widgets.FloatSlider.from_param(state.param.top_p, label="top-p", width=170)
+        self.seed = pn.widgets.IntInput.from_param(state.param.seed, label="seed", width=110)
         self.output = pn.pane.HTML(stream_html(state.prompt, [], False), margin=(0, 10),
                                    sizing_mode="stretch_width", min_height=60)
-        self.use = pn.widgets.Button(name="Analyse this text", button_type="light", width=150, disabled=True)
+        self.use = pn.widgets.Button(label="Analyse this text", color="light", width=150, disabled=True)
         self.use.on_click(lambda _: state.append_continuation())
         pn.bind(self.update, state.param.generated, state.param.generating, state.param.prompt, watch=True)
         self.panel = pn.Column(

@@ -66,27 +66,27 @@ class LessonView:
         self.state = state
         p = state.param
         self.toggles = pn.Row(
-            pn.widgets.RadioButtonGroup.from_param(p.norm_placement, name="norm placement", width=110),
-            pn.widgets.RadioButtonGroup.from_param(p.norm, name="norm", width=110),
-            pn.widgets.Select.from_param(p.positions, name="positions", width=120),
-            pn.widgets.Select.from_param(p.n_heads, name="heads", width=70),
-            pn.widgets.Select.from_param(p.n_kv_heads, name="kv heads (GQA)", width=110),
-            pn.widgets.Checkbox.from_param(p.causal, name="causal mask", margin=(28, 10, 10, 10)),
+            pn.widgets.RadioButtonGroup.from_param(p.norm_placement, label="norm placement", width=110),
+            pn.widgets.RadioButtonGroup.from_param(p.norm, label="norm", width=110),
+            pn.widgets.Select.from_param(p.positions, label="positions", width=120),
+            pn.widgets.Select.from_param(p.n_heads, label="heads", width=70),
+            pn.widgets.Select.from_param(p.n_kv_heads, label="kv heads (GQA)", width=110),
+            pn.widgets.Checkbox.from_param(p.causal, label="causal mask", margin=(28, 10, 10, 10)),
         )
         self.toggle_labels = caption("Architecture (re-creates the lesson model from the same seed): norm before "
                                      "or after each sublayer · layer norm or RMS norm · how positions enter · "
                                      "heads · key/value heads shared by groups of query heads (GQA).")
-        self.compare = pn.widgets.Checkbox.from_param(p.compare, name="change one token and compare")
-        self.compare_position = pn.widgets.IntInput.from_param(p.compare_position, name="position", width=90)
-        self.compare_token = pn.widgets.Select(name="new token", options=list(slm.LESSON_VOCAB), width=110,
+        self.compare = pn.widgets.Checkbox.from_param(p.compare, label="change one token and compare")
+        self.compare_position = pn.widgets.IntInput.from_param(p.compare_position, label="position", width=90)
+        self.compare_token = pn.widgets.Select(label="new token", options=list(slm.LESSON_VOCAB), width=110,
                                                value=state.compare_token)
         self.compare_token.param.watch(lambda e: setattr(state, "compare_token", e.new), "value")
         self.compare_note = pn.pane.HTML("", margin=(0, 10))
-        self.ablate = pn.widgets.Select(name="Remove a head (ablation)", options=["none"], value="none", width=200)
+        self.ablate = pn.widgets.Select(label="Remove a head (ablation)", options=["none"], value="none", width=200)
         self.ablate.param.watch(lambda e: setattr(state, "ablate", e.new), "value")
         self.ablation = pn.pane.HTML("", margin=(0, 10))
         self.tables = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width")
-        self.switch = pn.widgets.Button(name="Switch to the lesson model", button_type="primary", width=220)
+        self.switch = pn.widgets.Button(label="Switch to the lesson model", color="primary", width=220)
         self.switch.on_click(lambda _: setattr(state, "model_name", "lesson"))
         self.not_lesson = pn.Column(
             pn.pane.HTML("<div class='pg-calm'>Lesson mode shows the lesson's tiny model (4 numbers per token, "
@@ -122,7 +122,7 @@ class LessonView:
 
     def update(self, *_: object) -> None:
         state = self.state
-        lesson = state.model_name == "lesson"
+        lesson = isinstance(state.model, slm.CausalLanguageModel)
         self.not_lesson.visible, self.body.visible = not lesson, lesson
         if not lesson:
             return

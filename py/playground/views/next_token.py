@@ -33,7 +33,7 @@ class NextTokenView:
         fig.add_layout(self.legend)
         self.fig = fig
         # `ablate` is a string in the state (so a URL can carry it); its choices depend on the model's shape.
-        self.ablate = pn.widgets.Select(name="Remove a head (ablation)", options=["none"], value="none", width=200)
+        self.ablate = pn.widgets.Select(label="Remove a head (ablation)", options=["none"], value="none", width=200)
         self.ablate.param.watch(lambda event: setattr(state, "ablate", event.new), "value")
         self.summary = pn.pane.HTML("", margin=(0, 10))
         pn.bind(self.update, state.param.trace, state.param.position, state.param.ablate, watch=True)

@@ -1,0 +1,79 @@
+"""How long the playground takes from a prompt change to every view's sources updated (CPython, no browser).
+
+    PYTHONPATH=py python bench/app_bench.py [--repeats 30]
+
+Uses the shipped model when its weights exist, otherwise a random model of the shipped size (2 layers, 4 heads,
+d = 64, the training vocabulary) with a context of 64 so that T = 64 can be measured; also the lesson model.
+The timed step is `state.prompt = ...`: one forward pass plus every watcher patching its Bokeh sources and HTML.
+Not a timed test: it reports; the goal is p50 <= 50 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import panel as pn
+
+import slm
+from playground.app import Playground
+from playground.state import PlaygroundState
+
+
+def shipped_or_same_size() -> tuple[str, slm.Model]:
+    try:
+        return "shipped", slm.load_pretrained()
+    except FileNotFoundError:
+        from slm.train.corpus import vocabulary  # only the benchmark reaches into training code
+
+        vocab = vocabulary()
+        cfg = slm.Config(n_vocab=len(vocab), n_ctx=64, n_model=64, n_heads=4, n_layers=2)
+        model = slm.Model.init(cfg, seed=0)
+        model.meta["vocab"] = vocab
+        return "random model of the shipped size (n_ctx 64)", model
+
+
+def prompts(vocab: list[str], length: int, count: int) -> list[str]:
+    """`count` different prompts that encode to exactly `length` tokens (with <start>)."""
+    words = [w for w in vocab if w.isalpha()]
+    return [" ".join(words[(i + j) % len(words)] for j in range(length - 1)) for i in range(count)]
+
+
+def measure(app: Playground, texts: list[str]) -> list[float]:
+    times = []
+    for text in texts:
+        start = time.perf_counter()
+        app.state.prompt = text  # synchronous: every watcher has run when this returns
+        times.append((time.perf_counter() - start) * 1000)
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=30)
+    args = parser.parse_args()
+    pn.extension()
+    name, model = shipped_or_same_size()
+    cases = [(name, model), ("lesson model", slm.CausalLanguageModel())]
+    print(f"{'model':48} {'T':>3} {'p50 ms':>8} {'p90 ms':>8} {'forward ms':>10}")
+    for label, model in cases:
+        state = PlaygroundState(model_name="lesson")
+        app = Playground(state)
+        state.use_model(model)
+        for length in sorted({min(n, model.cfg.n_ctx) for n in (8, 32, 64)}):
+            texts = prompts(slm.tokenizer_for(model).vocab, length, args.repeats + 3)
+            measure(app, texts[:3])  # warm up
+            times = measure(app, texts[3:])
+            ids = state.tokens.ids
+            start = time.perf_counter()
+            for _ in range(10):
+                model.forward(ids)
+            forward = (time.perf_counter() - start) * 100
+            p50 = statistics.median(times)
+            p90 = statistics.quantiles(times, n=10)[-1]
+            print(f"{label:48} {len(ids):>3} {p50:8.1f} {p90:8.1f} {forward:10.2f}")
+
+
+if __name__ == "__main__":
+    main()
