@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -16,6 +17,12 @@ from playground.state import PlaygroundState
 from playground.views.generate import stream_html
 from playground.views.lesson import lesson_tables
 from playground.views.tokens import notes_html
+
+def run(coroutine) -> None:
+    """asyncio.run in a fresh thread: the browser tests' Playwright keeps an event loop in the main thread."""
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, coroutine).result()
+
 
 XSS = ["<img src=x onerror=alert(1)>", "<script>alert(1)</script>", "\"'><svg onload=alert(1)>"]
 
@@ -78,7 +85,7 @@ def test_user_text_is_always_escaped(state, payload):
 def test_empty_prompt_generates_from_start(state):
     state.prompt = ""
     assert state.tokens.ids == [0]
-    asyncio.run(state.generate())
+    run(state.generate())
     assert len(state.generated) == state.max_new_tokens
 
 
@@ -88,7 +95,7 @@ def test_generation_matches_slm_generate_and_runs_once_at_a_time(state):
     async def twice():
         await asyncio.gather(state.generate(), state.generate())
 
-    asyncio.run(twice())
+    run(twice())
     expected = [int(s.token) for s in slm.generate(state.model, state.tokens.ids, 5, 0.7, seed=4)]
     assert [state.tokenizer.index[t] for t, _ in state.generated] == expected  # not 10 tokens: one run only
     assert not state.generating
@@ -104,7 +111,7 @@ def test_stop_mid_generation(state):
         state.stop()
         await task
 
-    asyncio.run(run_and_stop())
+    run(run_and_stop())
     assert 2 <= len(state.generated) < 64 and not state.generating
 
 
