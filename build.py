@@ -431,7 +431,8 @@ def build(site: Path = SITE, py_dir: Path = PY_DIR, pyodide_packages: Path | Non
     pkg = fetch_pyodide(lock)
     official = official_lock(pkg)
     wheels = cached_or_download(lock["wheels"], CACHE / "wheels", pip_wheel_args(CACHE / "wheels"), "wheel")
-    sdists = cached_or_download(lock["sdists"], CACHE / "sdists", pip_sdist_args(CACHE / "sdists", lock["sdists"]), "sdist")
+    sdists = cached_or_download(lock["sdists"], CACHE / "sdists",
+                                pip_sdist_args(CACHE / "sdists", lock["sdists"]), "sdist")
     vendored = pyodide_dir_wheels(pyodide_packages, lock, official) if pyodide_packages else {}
 
     # Runtime: the npm files the browser needs, plus a byte-compiled stdlib.
@@ -496,11 +497,13 @@ def build(site: Path = SITE, py_dir: Path = PY_DIR, pyodide_packages: Path | Non
     # pyodide-lock.json in Pyodide's own schema: loadPackage() verifies each sha256 via fetch integrity.
     pkgs: dict[str, dict] = {}
     for name, e in sorted(entries.items()):
-        pkgs[canonical(name)] = {"name": canonical(name), "version": e["version"], "file_name": f"wheels/{e['path'].name}",
+        pkgs[canonical(name)] = {"name": canonical(name), "version": e["version"],
+                                 "file_name": f"wheels/{e['path'].name}",
                       "install_dir": "site", "sha256": sha256_file(e["path"]), "package_type": "package",
                       "imports": e["imports"], "depends": [], "unvendored_tests": False}
     for name, e in sorted(remote.items()):
-        pkgs[canonical(name)] = {"name": canonical(name), "version": e["version"], "file_name": e["url"], "install_dir": "site",
+        pkgs[canonical(name)] = {"name": canonical(name), "version": e["version"], "file_name": e["url"],
+                                 "install_dir": "site",
                       "sha256": e["sha256"], "package_type": "package", "imports": e["imports"],
                       "depends": [], "unvendored_tests": False}
     (out / "pyodide-lock.json").write_text(json.dumps({"info": official["info"], "packages": pkgs}, indent=1))
@@ -522,9 +525,9 @@ def build(site: Path = SITE, py_dir: Path = PY_DIR, pyodide_packages: Path | Non
         "pyodide_version": lock["pyodide"]["version"],
         "panel_cdn_root": PANEL_CDN_ROOT,
         "app_module": "playground.app",
-        "main_js": [f"build/vendor/bokeh/{js}" for js in BOKEH_JS] + [f"build/vendor/{panel_version}/dist/panel.min.js"],
+        "main_js": [f"build/vendor/bokeh/{js}" for js in BOKEH_JS]
+        + [f"build/vendor/{panel_version}/dist/panel.min.js"],
         "packages": sorted(pkgs),
-        "app_packages": [canonical("slm_playground")],
         "remote": {n: {"url": e["url"], "stage": "packages"} for n, e in remote.items()},
         "files": files,
     }

@@ -55,4 +55,4 @@ timings["create_app"] = time.perf_counter() - _t
 _t = time.perf_counter()
 _rendered = await write_doc()  # noqa: F704 - top-level await: run by pyodide.runPythonAsync
 timings["write_doc"] = time.perf_counter() - _t
-_rendered
+_rendered  # noqa: B018 - the value of the last expression is what runPythonAsync returns to worker.js

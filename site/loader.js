@@ -1,12 +1,14 @@
 // Page side: progress screen, BokehJS, the worker, and the page half of Panel's pyodide-worker protocol
 // (adapted from panel/_templates/pyodide_handler.js). `document.body` gets data-ready="1" once the app is
-// interactive; `window.siteTimings` holds stage times (ms since navigation start) for the benchmark.
+// interactive (data-error="1" when it failed); `window.siteInfo` holds stage end times (ms since navigation
+// start), the packages the worker installed and the wasm heap size, for the tests and the benchmark.
 
 const STAGES = ["runtime", "packages", "app"];
 const STALL_MS = 120000; // no progress message for this long -> error instead of an endless spinner
 const body = document.body;
 const embed = body.dataset.embed === "1" || new URLSearchParams(location.search).get("embed") === "1";
-const timings = (window.siteTimings = {});
+const info = (window.siteInfo = { timings: {}, loadedPackages: [], heapBytes: null });
+const timings = info.timings;
 const state = { stage: null, bytes: {}, total: {}, mainJsBytes: 0, failed: false };
 let worker = null;
 let stallTimer = null;
@@ -152,10 +154,11 @@ function startWorker(manifest, mainJs) {
     } else if (msg.type === "status") {
       $("#status").textContent = msg.msg;
     } else if (msg.type === "error") {
+      info.loadedPackages = msg.loaded || [];
       fail(msg.what, msg.detail);
     } else if (msg.type === "render") {
       timings.app = performance.now();
-      timings.worker = msg.timings;
+      info.worker = msg.timings;
       try {
         await mainJs;
       } catch ([what, detail]) {
@@ -175,7 +178,8 @@ function startWorker(manifest, mainJs) {
     } else if (msg.type === "ready") {
       clearTimeout(stallTimer);
       timings.ready = performance.now();
-      timings.heapBytes = msg.heapBytes;
+      info.heapBytes = msg.heapBytes;
+      info.loadedPackages = msg.loaded;
       $("#loading").hidden = true;
       body.dataset.ready = "1";
     } else if (msg.type === "idle") {

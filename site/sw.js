@@ -9,7 +9,12 @@ const scope = new URL("./", self.location.href).href;
 const FRESH = new Set(["", "index.html", "embed.html", "loader.js", "worker.js", "boot.py", "style.css",
   "sw.js", "build/manifest.json"]);
 
-self.addEventListener("install", () => self.skipWaiting());
+// The page that registers this worker was loaded before it existed: store the shell now so an offline second
+// visit can start. Everything else is stored as it is first fetched (no download twice).
+self.addEventListener("install", (event) => {
+  self.skipWaiting();
+  event.waitUntil(caches.open(CACHE).then((cache) => cache.addAll([...FRESH].map((p) => p || "./"))));
+});
 
 self.addEventListener("activate", (event) => {
   event.waitUntil((async () => {

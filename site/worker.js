@@ -47,6 +47,18 @@ function reportProgress() {
   }, 50);
 }
 
+const STAGE_LABEL = { runtime: "Pyodide runtime", packages: "Python packages", app: "App code" };
+
+// A runtime file could not be downloaded: say so at once (Pyodide can hang on a missing wasm file). Package
+// failures are reported when loadPackage returns, after it has installed everything else.
+function assetFailed(url, reason) {
+  failed.push({ url, reason });
+  if (knownSize(url) !== null && stageOf(url) === "runtime") {
+    post({ type: "error", what: `${STAGE_LABEL[stageOf(url)]}: could not download ${describe(url).split(" (")[0]}`,
+      detail: `${url}: ${reason}`, loaded: Object.keys(pyodide?.loadedPackages || {}) });
+  }
+}
+
 // Count bytes from a clone, and hand Pyodide the untouched response: a synthetic Response would lose
 // its URL, and with it Chrome's compiled-wasm code cache.
 const realFetch = self.fetch.bind(self);
@@ -56,11 +68,11 @@ self.fetch = async (input, init) => {
   try {
     resp = await realFetch(input, init);
   } catch (e) {
-    failed.push({ url, reason: `network error (${e.message || e})` });
+    assetFailed(url, `network error (${e.message || e})`);
     throw e;
   }
   if (!resp.ok) {
-    failed.push({ url, reason: `HTTP ${resp.status}` });
+    assetFailed(url, `HTTP ${resp.status}`);
     return resp;
   }
   const stage = stageOf(url);
@@ -152,13 +164,13 @@ async function start(msg) {
   reportProgress();
   timings.runtime = performance.now() - t0;
 
+  // One loadPackage call for everything (the app's own wheel too): downloads run in parallel, and each
+  // package is installed as soon as it arrives even if another one fails.
   stage("packages");
-  const appPkgs = manifest.app_packages;
-  await loadPackages(manifest.packages.filter((n) => !appPkgs.includes(n)), "Python packages");
+  await loadPackages(manifest.packages, "Python packages");
   timings.packages = performance.now() - t0;
 
   stage("app");
-  await loadPackages(appPkgs, "App code");
   let boot;
   try {
     const resp = await fetch(`${root}boot.py`);
@@ -208,7 +220,7 @@ self.onmessage = async (event) => {
       await start(msg);
     } else if (msg.type === "rendered") {
       py.get("link_docs")(sendPatch);
-      post({ type: "ready", heapBytes: heapBytes() });
+      post({ type: "ready", heapBytes: heapBytes(), loaded: Object.keys(pyodide.loadedPackages) });
     } else if (msg.type === "patch") {
       try {
         await py.get("apply_patch")(msg.patch);
@@ -219,10 +231,11 @@ self.onmessage = async (event) => {
       py.get("set_location")(msg.location);
     }
   } catch (e) {
+    const loaded = Object.keys(pyodide?.loadedPackages || {});
     if (e instanceof SiteError) {
-      post({ type: "error", what: e.what, detail: e.detail });
+      post({ type: "error", what: e.what, detail: e.detail, loaded });
     } else if (msg.type === "start") {
-      post({ type: "error", what: "Starting the app", detail: String((e && e.stack) || e) });
+      post({ type: "error", what: "Starting the app", detail: String((e && e.stack) || e), loaded });
     } else {
       // A failing callback must not take the app down: log it like `panel serve` would.
       console.error(e);

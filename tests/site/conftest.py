@@ -1,0 +1,127 @@
+"""Fixtures for the static-site tests: build into temporary folders, serve on 127.0.0.1, drive Debian Chromium.
+
+Builds share the repository's .cache/ (pip/npm downloads, compiled wheels), so only the first build on a machine
+pays for downloading and byte-compiling.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "artifacts" / "site"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update"]
+READY_TIMEOUT_MS = 180_000
+
+sys.path.insert(0, str(ROOT))
+import build  # noqa: E402
+
+
+def run_build(site: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([sys.executable, str(ROOT / "build.py"), "--site-dir", str(site), *extra],
+                          capture_output=True, text=True, cwd=ROOT, timeout=1200)
+    return proc
+
+
+def built(site: Path, *extra: str) -> tuple[Path, str]:
+    proc = run_build(site, *extra)
+    assert proc.returncode == 0, f"build failed:\n{proc.stdout}\n{proc.stderr}"
+    return site, proc.stderr
+
+
+@pytest.fixture(scope="session")
+def cdn_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The default build: NumPy comes from the Pyodide CDN at run time."""
+    return built(tmp_path_factory.mktemp("cdn") / "site")[0]
+
+
+@pytest.fixture(scope="session")
+def fake_numpy_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder that looks like --pyodide-packages input but whose NumPy wheel holds no numpy module.
+
+    CI has no wasm NumPy. This wheel is installable, so the site gets as far as importing numpy and fails
+    there: enough to check where every request goes, not that NumPy works (the end-to-end test does that).
+    """
+    folder = tmp_path_factory.mktemp("fake-pyodide-packages")
+    with zipfile.ZipFile(folder / "numpy-2.2.5-cp313-cp313-pyodide_2025_0_wasm32.whl", "w") as zf:
+        zf.writestr("numpy-2.2.5.dist-info/METADATA", "Metadata-Version: 2.1\nName: numpy\nVersion: 2.2.5\n")
+        zf.writestr("numpy-2.2.5.dist-info/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: false\n")
+        zf.writestr("numpy-2.2.5.dist-info/RECORD", "")
+    return folder
+
+
+@pytest.fixture(scope="session")
+def fake_vendored_site(tmp_path_factory: pytest.TempPathFactory, fake_numpy_dir: Path) -> tuple[Path, str]:
+    return built(tmp_path_factory.mktemp("fake-vendored") / "site", "--pyodide-packages", str(fake_numpy_dir))
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[object]:
+    playwright = pytest.importorskip("playwright.sync_api")
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} is not installed")
+    with playwright.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+class Visit:
+    """One page load with every request recorded; requests to other hosts are aborted (no internet in tests)."""
+
+    def __init__(self, browser: object, url: str, service_workers: str = "allow") -> None:
+        self.base = url
+        self.context = browser.new_context(  # type: ignore[attr-defined]
+            viewport={"width": 1280, "height": 1000}, service_workers=service_workers)
+        self.page = self.context.new_page()
+        self.requests: list[str] = []
+        self.external: list[str] = []
+        self.console: list[str] = []
+        self.context.route("**/*", self._route)
+        self.page.on("console", lambda m: self.console.append(f"{m.type}: {m.text}"))
+        self.page.on("pageerror", lambda e: self.console.append(f"pageerror: {e}"))
+        # The worker's fetches also pass the context routes; record them for the assertions.
+        self.page.on("request", lambda r: self.requests.append(r.url))
+
+    def _route(self, route: object) -> None:
+        url = route.request.url  # type: ignore[attr-defined]
+        if url.startswith("http://127.0.0.1:"):
+            route.continue_()  # type: ignore[attr-defined]
+        else:
+            self.external.append(url)
+            route.abort()  # type: ignore[attr-defined]
+
+    def open(self, path: str = "index.html") -> None:
+        self.page.goto(self.base + path)
+        self.page.wait_for_selector("body[data-ready='1'], body[data-error='1']", state="attached",
+                                    timeout=READY_TIMEOUT_MS)
+
+    def info(self) -> dict:
+        return self.page.evaluate("window.siteInfo")
+
+    def screenshot(self, name: str) -> Path:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        path = ARTIFACTS / f"{name}.png"
+        self.page.screenshot(path=str(path))
+        return path
+
+    def close(self) -> None:
+        self.context.close()
+
+
+def serve(site: Path):  # noqa: ANN201 - context manager from build.py
+    return build.serving(site)
+
+
+def pyodide_packages_dir() -> Path | None:
+    value = os.environ.get("PYODIDE_PACKAGES")
+    return Path(value) if value else None

@@ -1,0 +1,214 @@
+"""The static site (build.py + site/): what CI can check without a wasm NumPy.
+
+The CDN build must boot Pyodide, install every vendored wheel and end on an error panel naming NumPy when the
+CDN is unreachable; a --pyodide-packages build must never request anything but 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import zipfile
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, Visit, built, run_build, serve
+
+LOCK = json.loads((ROOT / "build.lock").read_text())
+
+
+def served_lock(site: Path) -> dict:
+    return json.loads((site / "build" / "pyodide-lock.json").read_text())
+
+
+# ---------------------------------------------------------------------------------------- build outputs
+
+
+def test_lock_pins_every_artifact_with_a_hash() -> None:
+    assert LOCK["pyodide"]["version"] == "0.29.3"
+    assert LOCK["pyodide"]["integrity"].startswith("sha512-")
+    assert LOCK["wheels"]["panel"]["version"] == "1.9.4"
+    assert LOCK["wheels"]["bokeh"]["version"] == "3.9.2"
+    for section in ("wheels", "sdists", "pyodide_packages"):
+        for name, entry in LOCK[section].items():
+            assert re.fullmatch(r"[0-9a-f]{64}", entry["sha256"]), f"{section}/{name} has no sha256"
+            assert entry["file"], f"{section}/{name} names no file"
+    assert LOCK["pyodide_packages"]["numpy"]["version"] == "2.2.5"
+
+
+def test_served_files_match_the_lock_hashes(cdn_site: Path) -> None:
+    """Pyodide checks these sha256 (fetch integrity) when it installs: they must describe the served bytes."""
+    lock = served_lock(cdn_site)
+    for name, pkg in lock["packages"].items():
+        if pkg["file_name"].startswith("https://"):
+            assert name == "numpy", f"only NumPy may come from the CDN, not {name}"
+            assert pkg["file_name"] == ("https://cdn.jsdelivr.net/pyodide/v0.29.3/full/"
+                                        + LOCK["pyodide_packages"]["numpy"]["file"])
+            assert pkg["sha256"] == LOCK["pyodide_packages"]["numpy"]["sha256"]
+            continue
+        path = cdn_site / "build" / pkg["file_name"]
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == pkg["sha256"], name
+
+
+def test_wheels_are_slimmed_and_compiled(cdn_site: Path) -> None:
+    wheels = cdn_site / "build" / "wheels"
+    panel = next(wheels.glob("panel-*.whl"))
+    assert panel.stat().st_size < 4_000_000, "panel wheel should lose its bundled browser assets"
+    with zipfile.ZipFile(panel) as zf:
+        names = zf.namelist()
+    assert "panel/__init__.pyc" in names and "panel/__init__.py" not in names
+    assert not any(n.startswith("panel/dist/") for n in names)
+    assert "panel/package.json" in names  # read by panel.io.resources at import
+    # The pure-Python wheels built from sdists (no wasm binary needed for these two).
+    assert next(wheels.glob("PyYAML-*-py3-none-any.whl"))
+    assert next(wheels.glob("MarkupSafe-*-py3-none-any.whl"))
+    # Browser assets come from the same wheels, next to the page.
+    assert (cdn_site / "build/vendor/bokeh/bokeh.min.js").is_file()
+    assert (cdn_site / "build/vendor/1.9.4/dist/panel.min.js").is_file()
+    assert (cdn_site / "build/vendor/1.9.4/dist/bundled/theme/default.css").is_file()
+
+
+def test_app_code_ships_as_a_wheel_not_inlined(cdn_site: Path) -> None:
+    app = next((cdn_site / "build" / "wheels").glob("slm_playground-*.whl"))
+    with zipfile.ZipFile(app) as zf:
+        names = set(zf.namelist())
+    assert {"playground/app.py", "slm/model.py"} <= names
+    for js in ("loader.js", "worker.js"):
+        assert "create_app" not in (cdn_site / js).read_text() or js == "worker.js"
+    assert "def create_app" not in (cdn_site / "worker.js").read_text()
+
+
+def test_pages_have_a_strict_csp_and_no_inline_script(cdn_site: Path, fake_vendored_site: tuple[Path, str]) -> None:
+    for site, cdn_allowed in ((cdn_site, True), (fake_vendored_site[0], False)):
+        for page in ("index.html", "embed.html"):
+            html = (site / page).read_text()
+            csp = re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', html).group(1)
+            assert "script-src 'self' 'wasm-unsafe-eval';" in csp
+            assert ("https://cdn.jsdelivr.net" in csp) is cdn_allowed, (page, csp)
+            assert not re.search(r"<script(?![^>]*\bsrc=)", html), "inline script"
+            assert not re.search(r"\son[a-z]+=", html), "inline event handler"
+
+
+def test_relative_urls_only(cdn_site: Path) -> None:
+    for name in ("index.html", "embed.html", "loader.js", "worker.js", "sw.js"):
+        text = (cdn_site / name).read_text()
+        assert not re.search(r"""(src|href)=["']/""", text), name
+        assert "http://127.0.0.1" not in text and "localhost" not in text, name
+
+
+def test_bad_pyodide_packages_dir_is_a_clear_error(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    proc = run_build(tmp_path / "site", "--pyodide-packages", str(empty))
+    assert proc.returncode == 1
+    assert "no wheel for numpy" in proc.stderr and "Traceback" not in proc.stderr
+    proc = run_build(tmp_path / "site", "--pyodide-packages", str(tmp_path / "missing"))
+    assert proc.returncode == 1 and "not a folder" in proc.stderr
+
+
+def test_rebuild_changes_build_id_only_when_content_changes(cdn_site: Path, tmp_path: Path) -> None:
+    first = json.loads((cdn_site / "build" / "manifest.json").read_text())["build_id"]
+    again, _ = built(tmp_path / "site")
+    assert json.loads((again / "build" / "manifest.json").read_text())["build_id"] == first
+    (tmp_path / "site" / "style.css").write_text("/* changed */")  # a hand-edited shell file
+    proc = run_build(tmp_path / "site")
+    assert proc.returncode == 0
+    # --site-dir copies the shell files from site/ again: the edit is overwritten, the id is stable.
+    assert json.loads((again / "build" / "manifest.json").read_text())["build_id"] == first
+
+
+# -------------------------------------------------------------------------------------------- in Chromium
+
+
+def test_cdn_build_offline_boots_installs_and_names_numpy(browser: object, cdn_site: Path) -> None:
+    """Every non-local request is blocked (as in CI): the page must boot Pyodide, install every vendored wheel,
+    then stop on the error panel naming NumPy, with a Retry button."""
+    with serve(cdn_site) as url:
+        visit = Visit(browser, url, service_workers="block")
+        try:
+            visit.open()
+            visit.screenshot("ci-cdn-offline-error")
+            page = visit.page
+            assert page.evaluate("document.body.dataset.error") == "1", visit.console
+            assert page.evaluate("document.body.dataset.ready") is None
+            what = page.text_content("#error-what")
+            assert "NumPy" in what, what
+            assert "numpy-2.2.5" in page.text_content("#error-detail")
+            assert page.is_visible("#retry")
+            assert all(u.startswith("https://cdn.jsdelivr.net/pyodide/v0.29.3/full/numpy-") for u in visit.external)
+            assert visit.external, "NumPy should have been requested from the CDN (and blocked)"
+            lock = served_lock(cdn_site)
+            vendored = {n for n, p in lock["packages"].items() if not p["file_name"].startswith("https://")}
+            assert vendored <= set(visit.info()["loadedPackages"]), visit.info()
+            # Runtime booted from the site itself.
+            assert any(u.endswith("build/pyodide/pyodide.asm.wasm") for u in visit.requests)
+            # Retry really retries (and fails the same way, still offline).
+            page.click("#retry")
+            page.wait_for_selector("body[data-error='1']", state="attached", timeout=180_000)
+            assert "NumPy" in page.text_content("#error-what")
+        finally:
+            visit.close()
+
+
+def test_vendored_build_never_leaves_localhost(browser: object, fake_vendored_site: tuple[Path, str]) -> None:
+    """Built with --pyodide-packages: all requests go to 127.0.0.1. (The NumPy wheel is a fake here, so the
+    app stops at `import numpy`; the end-to-end test runs the real one.)"""
+    site, stderr = fake_vendored_site
+    assert "differs from the official Pyodide" in stderr  # the fake is not the official NumPy build
+    assert "file_name" in (site / "build" / "pyodide-lock.json").read_text()
+    assert "https://" not in (site / "build" / "pyodide-lock.json").read_text()
+    with serve(site) as url:
+        visit = Visit(browser, url)
+        try:
+            visit.open()
+            visit.screenshot("ci-vendored-fake-numpy")
+            assert visit.external == []
+            assert any(u.endswith("numpy-2.2.5-cp313-cp313-pyodide_2025_0_wasm32.whl") for u in visit.requests)
+            assert "No module named 'numpy'" in visit.page.text_content("#error-detail")
+        finally:
+            visit.close()
+
+
+def test_second_visit_is_served_by_the_service_worker_offline(browser: object,
+                                                              fake_vendored_site: tuple[Path, str]) -> None:
+    """After one visit the service worker holds every asset: offline, the page gets exactly as far (here:
+    to the fake NumPy) instead of failing on a download."""
+    site, _ = fake_vendored_site
+    with serve(site) as url:
+        visit = Visit(browser, url)
+        try:
+            visit.open()
+            visit.page.wait_for_function("navigator.serviceWorker.controller !== null")
+            first = visit.page.text_content("#error-detail")
+            visit.context.set_offline(True)
+            visit.page.reload()
+            visit.page.wait_for_selector("body[data-error='1']", state="attached", timeout=180_000)
+            assert visit.page.text_content("#error-detail") == first
+        finally:
+            visit.close()
+
+
+def test_missing_asset_ends_on_error_panel(browser: object, fake_vendored_site: tuple[Path, str],
+                                           tmp_path: Path) -> None:
+    """A missing file (here the wasm runtime) names itself on the error panel: never a blank page."""
+    import shutil
+
+    site = tmp_path / "broken"
+    shutil.copytree(fake_vendored_site[0], site)
+    (site / "build" / "pyodide" / "pyodide.asm.wasm").unlink()
+    with serve(site) as url:
+        visit = Visit(browser, url, service_workers="block")
+        try:
+            visit.open()
+            visit.screenshot("ci-missing-wasm")
+            assert "Pyodide runtime" in visit.page.text_content("#error-what")
+            assert "pyodide.asm.wasm" in visit.page.text_content("#error-detail")
+        finally:
+            visit.close()
+
+
+@pytest.mark.parametrize("page", ["embed.html"])
+def test_embed_page_uses_the_same_loader(cdn_site: Path, page: str) -> None:
+    html = (cdn_site / page).read_text()
+    assert 'data-embed="1"' in html and 'src="loader.js"' in html
