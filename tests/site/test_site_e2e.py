@@ -1,0 +1,101 @@
+"""End to end in Chromium with a real wasm NumPy: set PYODIDE_PACKAGES=DIR (a folder of pyodide_2025_0 wheels,
+e.g. .cache/pyodide-packages). Without it these tests are skipped, with the reason printed (CI has no such folder).
+Screenshots go to artifacts/site/.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from conftest import Visit, built, pyodide_packages_dir, serve
+
+PACKAGES = pyodide_packages_dir()
+pytestmark = pytest.mark.skipif(
+    PACKAGES is None, reason="set PYODIDE_PACKAGES=DIR (folder with the pyodide_2025_0 NumPy wheel) to run")
+
+SOURCES_JS = """(column) => [...Bokeh.documents[0].all_models]
+  .filter((m) => m.constructor.__name__ === "ColumnDataSource" && column in m.data)
+  .map((m) => m.data[column].length)"""
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if not PACKAGES.is_dir():
+        pytest.fail(f"PYODIDE_PACKAGES={PACKAGES} is not a folder")
+    return built(tmp_path_factory.mktemp("e2e") / "site", "--pyodide-packages", str(PACKAGES))[0]
+
+
+def test_app_runs_generates_and_renders_with_no_external_request(browser: object, site: Path) -> None:
+    with serve(site) as url:
+        visit = Visit(browser, url)
+        page = visit.page
+        try:
+            visit.open("index.html?prompt=the%20cat")
+            visit.screenshot("e2e-01-ready")
+            assert page.evaluate("document.body.dataset.ready") == "1", (
+                page.text_content("#error"), visit.console)
+            info = visit.info()
+            assert info["heapBytes"] > 0
+            # The query string reached pn.state.location before the app was built.
+            prompt = page.locator("input[placeholder='the cat chased the dog']")
+            assert prompt.input_value() == "the cat"
+
+            # Prompt -> generate: tokens arrive one patch at a time.
+            prompt.fill("the dog")
+            page.get_by_role("button", name="Generate").click()
+            counts: list[int] = []
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                counts.append(page.locator(".pg-tok").count())
+                if counts[-1] and page.locator(".pg-cursor").count() == 0:
+                    break
+                time.sleep(0.02)
+            visit.screenshot("e2e-02-generated")
+            assert counts[-1] > 1, counts
+            partial = {c for c in counts if 0 < c < counts[-1]}
+            assert partial, f"tokens did not stream (counts seen: {counts})"
+
+            # Heatmaps (attention weights) and bars (next-token probabilities) have data and canvases.
+            for tab, column, shot in (("Attention", "weight", "e2e-03-attention"),
+                                      ("Next token", "prob", "e2e-04-next-token"),
+                                      ("Residual stream", "value", "e2e-05-residual")):
+                page.get_by_text(tab, exact=True).first.click()
+                page.wait_for_timeout(500)
+                visit.screenshot(shot)
+                lengths = page.evaluate(SOURCES_JS, column)
+                assert lengths and max(lengths) > 0, (tab, lengths)
+                assert page.locator("canvas").count() > 0
+            assert visit.external == [], visit.external
+        finally:
+            visit.close()
+
+
+def test_second_visit_works_offline(browser: object, site: Path) -> None:
+    with serve(site) as url:
+        visit = Visit(browser, url)
+        try:
+            visit.open()
+            assert visit.page.evaluate("document.body.dataset.ready") == "1"
+            visit.page.wait_for_function("navigator.serviceWorker.controller !== null")
+            visit.context.set_offline(True)
+            visit.page.reload()
+            visit.page.wait_for_selector("body[data-ready='1'], body[data-error='1']", state="attached",
+                                         timeout=180_000)
+            visit.screenshot("e2e-06-offline-second-visit")
+            assert visit.page.evaluate("document.body.dataset.ready") == "1", visit.page.text_content("#error")
+        finally:
+            visit.close()
+
+
+def test_embed_page(browser: object, site: Path) -> None:
+    with serve(site) as url:
+        visit = Visit(browser, url)
+        try:
+            visit.open("embed.html?view=attention")
+            visit.screenshot("e2e-07-embed")
+            assert visit.page.evaluate("document.body.dataset.ready") == "1"
+            assert visit.external == []
+        finally:
+            visit.close()
