@@ -72,7 +72,9 @@ def metrics(model: Model) -> dict:
     agree = agreement(model)
     heads = pronoun_heads(model)
     samples = sample_parse_rate(model)
-    layer, head = heads.best
+    layer, head, query = heads.choice()
+    looked = heads.to_referent if query == "pronoun" else heads.copula_to_referent
+    other = heads.to_other if query == "pronoun" else heads.copula_to_other
     return {
         "agreement_accuracy": agree.accuracy,
         "agreement_by_kind": agree.by_kind,
@@ -81,11 +83,13 @@ def metrics(model: Model) -> dict:
         "sample_n": samples.n,
         "sample_examples": samples.examples,
         "pronoun_head": [layer, head],
-        "pronoun_head_attention": float(heads.to_referent[layer, head]),
-        "pronoun_head_attention_to_other_noun": float(heads.to_other[layer, head]),
+        "pronoun_head_query": query,
+        "pronoun_head_attention": float(looked[layer, head]),
+        "pronoun_head_attention_to_other_noun": float(other[layer, head]),
         "pronoun_attention_to_referent": heads.to_referent.round(4).tolist(),
         "pronoun_attention_to_other": heads.to_other.round(4).tolist(),
         "copula_attention_to_referent": heads.copula_to_referent.round(4).tolist(),
+        "copula_attention_to_other": heads.copula_to_other.round(4).tolist(),
         "pronoun_n": heads.n,
     }
 
@@ -112,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         found = metrics(evaluated)
         training["metrics"] = found
         model.meta["pronoun_head"] = found["pronoun_head"]
+        model.meta["pronoun_head_query"] = found["pronoun_head_query"]
     training["total_seconds"] = round(time.perf_counter() - started, 1)
 
     out = args.out

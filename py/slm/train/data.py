@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,3 +42,14 @@ class TokenStream:
         counts = np.bincount(self.ids, minlength=n_vocab) + smoothing
         log_p = np.log(counts / counts.sum())
         return float(-log_p[other.ids[1:]].mean())
+
+
+def corpus_fingerprint() -> str:
+    """A hash of what the corpus generates: its rules (with weights), vocabulary and held-out combinations. A
+    model trained on one corpus records it, so a later change of the grammar is noticed."""
+    content = {
+        "rules": [[r.lhs, list(r.rhs), list(r.tags), r.weight, r.template] for r in corpus.RULES],
+        "vocab": list(corpus.VOCAB),
+        "held_out": sorted(map(list, corpus.held_out_pairs())),
+    }
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]

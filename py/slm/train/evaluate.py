@@ -133,12 +133,29 @@ class PronounHeads:
     to_referent: np.ndarray  # (L, H) mean attention from the pronoun to its referent noun
     to_other: np.ndarray  # (L, H) ... to the other noun
     copula_to_referent: np.ndarray  # (L, H) from the copula after the pronoun to the referent
+    copula_to_other: np.ndarray  # (L, H) ... to the other noun
     n: int
 
     @property
     def best(self) -> tuple[int, int]:
+        """The head attending most from the pronoun itself to the referent."""
         layer, head = np.unravel_index(int(np.argmax(self.to_referent)), self.to_referent.shape)
         return int(layer), int(head)
+
+    @property
+    def best_copula(self) -> tuple[int, int]:
+        """The head attending most from the copula after the pronoun ("because it was") to the referent."""
+        layer, head = np.unravel_index(int(np.argmax(self.copula_to_referent)), self.copula_to_referent.shape)
+        return int(layer), int(head)
+
+    def choice(self, threshold: float = 0.5) -> tuple[int, int, str]:
+        """(layer, head, query) to show a learner: the best head from the pronoun if it reaches `threshold`,
+        else whichever of the two query positions ("pronoun" or "copula") has the stronger head."""
+        (pl, ph), (cl, ch) = self.best, self.best_copula
+        pronoun, copula = self.to_referent[pl, ph], self.copula_to_referent[cl, ch]
+        if pronoun >= threshold or pronoun >= copula:
+            return pl, ph, "pronoun"
+        return cl, ch, "copula"
 
 
 def pronoun_heads(model: Model, n: int = 200, seed: int = EVAL_SEED) -> PronounHeads:
@@ -148,7 +165,7 @@ def pronoun_heads(model: Model, n: int = 200, seed: int = EVAL_SEED) -> PronounH
              if len(s.tokens) < model.cfg.n_ctx]
     n = len(sents)
     ids, lengths = _pad([corpus.encode([corpus.START, *s.tokens]) for s in sents])
-    ref, other, cop = [], [], []
+    ref, other, cop, cop_other = [], [], [], []
     for sl in _batches(n, 128):
         att = model.forward(ids[sl], lengths=lengths[sl]).attention  # (B, L, H, T, S)
         for b, s in zip(range(len(att)), sents[sl], strict=True):
@@ -156,4 +173,6 @@ def pronoun_heads(model: Model, n: int = 200, seed: int = EVAL_SEED) -> PronounH
             ref.append(att[b, :, :, p, r])
             other.append(att[b, :, :, p, o])
             cop.append(att[b, :, :, p + 1, r])
-    return PronounHeads(np.mean(ref, axis=0), np.mean(other, axis=0), np.mean(cop, axis=0), n)
+            cop_other.append(att[b, :, :, p + 1, o])
+    mean = [np.mean(values, axis=0) for values in (ref, other, cop, cop_other)]
+    return PronounHeads(*mean, n)
