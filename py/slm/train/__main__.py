@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     model.save(out)
     stem = out.with_suffix("")
-    curve_dict = curve.to_dict()
+    curve_dict = compact(curve.to_dict())
     Path(f"{stem}_loss.json").write_text(json.dumps(curve_dict, separators=(",", ":")) + "\n", encoding="utf-8")
     loss_curve_png(curve_dict, f"{stem}_loss.png")
     loss_curve_html(curve_dict, f"{stem}_loss.html")
@@ -133,6 +133,14 @@ def main(argv: list[str] | None = None) -> int:
     if reference is not None:
         return 0 if same_weights(model, reference) else 1
     return 0
+
+
+def compact(curve: dict) -> dict:
+    """The curve with its floats rounded to 5 significant digits (keeps the JSON small)."""
+    def r(value):
+        return float(f"{value:.5g}") if isinstance(value, float) else value
+
+    return {k: [r(v) for v in vals] if isinstance(vals, list) else r(vals) for k, vals in curve.items()}
 
 
 def same_weights(a: Model, b: Model) -> bool:

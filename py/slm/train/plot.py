@@ -126,9 +126,11 @@ def loss_curve_html(curve: dict, path: str | Path) -> bool:
         return False
     fig = figure(width=800, height=450, title="slm shipped model: loss (nats per token)",
                  x_axis_label="step", y_axis_label="cross-entropy (nats)")
-    fig.line(curve["step"], curve["train_loss"], color="#bed7eb", legend_label="train (per batch)")
-    fig.line(curve["step"], smooth(curve["train_loss"]).tolist(), color="#1f77b4", line_width=2,
-             legend_label="train (mean of 50)")
+    every = max(1, len(curve["step"]) // 1000)  # at most ~1000 points a line: a small page
+    steps = curve["step"][::every]
+    fig.line(steps, curve["train_loss"][::every], color="#bed7eb", legend_label=f"train (every {every}th batch)")
+    fig.line(steps, [round(v, 4) for v in smooth(curve["train_loss"])[::every].tolist()], color="#1f77b4",
+             line_width=2, legend_label="train (mean of 50)")
     fig.line(curve["valid_step"], curve["valid_loss"], color="#e66e14", line_width=3, legend_label="validation")
     fig.scatter(curve["valid_step"], curve["valid_loss"], color="#e66e14", size=5)
     fig.add_layout(Span(location=curve["unigram_loss"], dimension="width", line_dash="dashed", line_color="grey"))
