@@ -1,8 +1,19 @@
 """slm.train: training the shipped model in NumPy (backward pass, AdamW, schedule, loop, metrics).
 
-Run `python -m slm.train --help` (with PYTHONPATH=py). Nothing here is needed to run a model.
+Run `python -m slm.train --help` (with PYTHONPATH=py; docs/training.md). Nothing here is needed to run a model.
+
+    backward(model, trace, targets=True)      gradients named like model.params, from a forward Trace
+    loss_and_grads(model, tokens, lengths)    forward + mean next-token cross-entropy + backward
+    AdamW, clip_gradients, lr_at              the optimiser, global-norm clipping, warmup + cosine
+    TrainConfig, train                        a whole seeded run (slm.train.loop)
+    slm.train.evaluate                        the model card's held-out metrics
 """
 
 from .backward import backward, cross_entropy, loss_and_grads, next_token_targets
+from .loop import TrainConfig, train
+from .optim import AdamW, clip_gradients, global_norm, lr_at
 
-__all__ = ["backward", "cross_entropy", "loss_and_grads", "next_token_targets"]
+__all__ = [
+    "AdamW", "TrainConfig", "backward", "clip_gradients", "cross_entropy", "global_norm", "loss_and_grads",
+    "lr_at", "next_token_targets", "train",
+]
