@@ -282,7 +282,7 @@ def sdist_to_tree(sdist: Path, entry: dict, dest: Path) -> None:
 # Runs inside the npm Pyodide under Node: byte-compile a host folder for the browser's Python 3.13.
 NODE_COMPILE = r"""
 const path = require("path");
-const [pkg, hostDir, ddir, mode] = process.argv.slice(2);
+const [pkg, hostDir, ddir, mode, optimize] = process.argv.slice(2);
 const { loadPyodide } = require(path.join(pkg, "pyodide.js"));
 (async () => {
   const py = await loadPyodide({ indexURL: pkg + "/" });
@@ -290,23 +290,24 @@ const { loadPyodide } = require(path.join(pkg, "pyodide.js"));
   py.FS.mount(py.FS.filesystems.NODEFS, { root: hostDir }, "/host");
   py.globals.set("ddir", ddir);
   py.globals.set("mode", mode);
+  py.globals.set("optimize", Number(optimize));
   const ok = py.runPython(`
 import compileall, py_compile, sys
 # legacy: foo.pyc next to foo.py, importable once the source is removed.
 # hash: __pycache__ pyc that is trusted without checking the (kept) source's mtime.
 kw = dict(legacy=True) if mode == "legacy" else dict(
     invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
-compileall.compile_dir("/host", ddir=ddir, quiet=1, workers=1, **kw)
+compileall.compile_dir("/host", ddir=ddir, quiet=1, workers=1, optimize=optimize, **kw)
 `);
   process.exit(ok === false ? 1 : 0);
 })().catch((e) => { console.error(e); process.exit(1); });
 """
 
 
-def compile_tree(pkg: Path, tree: Path, ddir: str, mode: str) -> None:
+def compile_tree(pkg: Path, tree: Path, ddir: str, mode: str, optimize: int = 0) -> None:
     script = CACHE / "compile_pyc.cjs"
     script.write_text(NODE_COMPILE)
-    run(["node", str(script), str(pkg), str(tree), ddir, mode])
+    run(["node", str(script), str(pkg), str(tree), ddir, mode, str(optimize)])
     if mode == "legacy":
         for py in tree.rglob("*.py"):
             if py.with_suffix(".pyc").is_file():
@@ -335,18 +336,31 @@ def process_wheel(pkg: Path, name: str, src: Path | None, out_dir: Path, make_tr
     return out
 
 
+# Standard-library modules nothing in the worker imports (checked: sys.modules after visiting every view and
+# generating): debuggers, REPL, mail/ftp/xmlrpc clients, multiprocessing (no processes in a browser), ...
+STDLIB_DROP = re.compile(
+    r"^(multiprocessing|_pyrepl|pydoc_data|xmlrpc|wsgiref|idlelib|turtledemo|tkinter|lib2to3|ensurepip|venv"
+    r"|curses|dbm|sqlite3)/"
+    r"|^(pydoc|pdb|bdb|doctest|_pyio|mailbox|pickletools|imaplib|smtplib|ftplib|poplib|nntplib|trace"
+    r"|modulefinder|wave|turtle|zipapp|tabnanny|cgi|cgitb)\.py$")
+# Docstrings and asserts out of the stdlib bytecode (-OO): CPython's stdlib supports it; third-party packages
+# keep theirs (Bokeh and param read docstrings).
+STDLIB_OPTIMIZE = 2
+
+
 def compiled_stdlib(pkg: Path) -> Path:
-    """python_stdlib.zip with .pyc only: Pyodide otherwise compiles every stdlib module it imports."""
+    """python_stdlib.zip with .pyc only (Pyodide otherwise compiles every stdlib module it imports), slimmed."""
     src = pkg / "python_stdlib.zip"
-    cache = CACHE / "site" / f"{sha256_file(src)[:16]}-{PROCESS_VERSION}-python_stdlib.zip"
+    tag = hashlib.sha256(f"{STDLIB_DROP.pattern}|{STDLIB_OPTIMIZE}".encode()).hexdigest()[:8]
+    cache = CACHE / "site" / f"{sha256_file(src)[:16]}-{PROCESS_VERSION}-{tag}-python_stdlib.zip"
     if cache.is_file():
         return cache
     log("byte-compiling the standard library for Python 3.13 (Pyodide under Node)")
     with tempfile.TemporaryDirectory() as tmp:
         tree = Path(tmp) / "stdlib"
         with zipfile.ZipFile(src) as zf:
-            zf.extractall(tree)
-        compile_tree(pkg, tree, "/lib/python313.zip", "legacy")
+            zf.extractall(tree, [n for n in zf.namelist() if not STDLIB_DROP.search(n)])
+        compile_tree(pkg, tree, "/lib/python313.zip", "legacy", STDLIB_OPTIMIZE)
         cache.parent.mkdir(parents=True, exist_ok=True)
         part = cache.with_suffix(".part")
         with zipfile.ZipFile(part, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as zf:

@@ -1,0 +1,277 @@
+#!/usr/bin/env python3
+"""Benchmark the static site against a `panel convert --to pyodide-worker` baseline of the same app, in ONE run.
+
+    python bench/site_bench.py [--pyodide-packages .cache/pyodide-packages] [--runs 2]
+
+Both sites are served from 127.0.0.1 with every asset local ("localized the same way"): the baseline's
+Pyodide/BokehJS/Panel URLs are rewritten to local copies, PANEL_CDN_ROOT points at a local copy of panel/dist,
+and micropip installs the unmodified PyPI wheels from local URLs (deps=False: there is no index offline).
+Measures, in headless Chromium: bytes served for a cold visit (total and per group), time to ready cold
+(fresh browser context) and warm (reload: service worker / HTTP cache, V8 code cache), wasm heap and page JS heap
+after ready. Writes artifacts/site-bench.json and prints Markdown tables (docs/site.md quotes them).
+Ready = `body[data-ready="1"]` for the site; for the baseline, Panel's loading class leaving <body> (the point
+where its worker has rendered the real document).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+import build  # noqa: E402
+
+OUT = ROOT / "artifacts" / "bench"
+CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update"]
+
+
+# ------------------------------------------------------------------------------------------- serving
+
+
+class CountingHandler(build.SiteHandler):
+    """Counts the bytes of every file body served (no HTTP compression here: this is the payload)."""
+
+    served: dict[str, int] = defaultdict(int)
+
+    def copyfile(self, source, outputfile) -> None:  # noqa: ANN001 - signature of the base class
+        import os
+
+        CountingHandler.served[self.path.split("?")[0]] += os.fstat(source.fileno()).st_size
+        super().copyfile(source, outputfile)
+
+
+def serving(site: Path):  # noqa: ANN201
+    import contextlib
+    import functools
+    import http.server
+    import threading
+
+    @contextlib.contextmanager
+    def ctx():  # noqa: ANN202
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                                 functools.partial(CountingHandler, directory=str(site)))
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            yield f"http://127.0.0.1:{server.server_address[1]}/"
+        finally:
+            server.shutdown()
+            server.server_close()
+
+    return ctx()
+
+
+# ------------------------------------------------------------------------------------------ baseline
+
+
+def build_baseline(dest: Path, packages: Path) -> Path:
+    """`panel convert --to pyodide-worker` of py/playground/app.py, with every URL made local."""
+    lock = build.read_lock()
+    pkg = build.fetch_pyodide(lock)
+    wheels = build.cached_or_download(lock["wheels"], build.CACHE / "wheels",
+                                      build.pip_wheel_args(build.CACHE / "wheels"), "wheel")
+    sdists = build.cached_or_download(lock["sdists"], build.CACHE / "sdists",
+                                      build.pip_sdist_args(build.CACHE / "sdists", lock["sdists"]), "sdist")
+    shutil.rmtree(dest, ignore_errors=True)
+    (dest / "wheels").mkdir(parents=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        tmpd = Path(tmp)
+        # The app's code as a plain (source) wheel, handed to panel convert as a local requirement.
+        make, _ = build.project_tree(build.PY_DIR)
+        (tmpd / "tree").mkdir()
+        make(tmpd / "tree")
+        app_whl = tmpd / "slm_playground-0.1.0-py3-none-any.whl"
+        build.pack_wheel(tmpd / "tree", app_whl)
+        (tmpd / "req.txt").write_text(f"{app_whl}\n")
+        subprocess.run([sys.executable, "-m", "panel", "convert", str(build.PY_DIR / "playground" / "app.py"),
+                        "--to", "pyodide-worker", "--out", str(dest), "--requirements", str(tmpd / "req.txt")],
+                       check=True, cwd=ROOT, env={**__import__("os").environ, "PYTHONPATH": str(build.PY_DIR)},
+                       capture_output=True)
+        # Pure PyYAML from its sdist, sources kept (the baseline does no compiling).
+        for name, sd in sdists.items():
+            e = lock["sdists"][name]
+            (tmpd / name).mkdir()
+            build.sdist_to_tree(sd, e, tmpd / name)
+            build.pack_wheel(tmpd / name, dest / "wheels" / f"{e['dist_name']}-{e['version']}-py3-none-any.whl")
+    for whl in wheels.values():
+        shutil.copyfile(whl, dest / "wheels" / whl.name)
+    (dest / "wheels" / "MarkupSafe-3.0.3-py3-none-any.whl").unlink()  # the wasm build below is used instead
+
+    # Pyodide: the npm files + micropip and the binary wheels, with a lock naming their local hashes.
+    pyo = dest / "pyodide"
+    shutil.copytree(pkg, pyo)
+    official = json.loads((pkg / "pyodide-lock.json").read_text())
+    subprocess.run(build.pip_wheel_args(build.CACHE / "wheels") + ["micropip==0.11.0"], check=True,
+                   capture_output=True)
+    local = {"micropip": build.CACHE / "wheels" / "micropip-0.11.0-py3-none-any.whl"}
+    for whl in packages.glob("*.whl"):
+        local[whl.name.split("-")[0].lower()] = whl
+    for name, whl in local.items():
+        shutil.copyfile(whl, pyo / whl.name)
+        official["packages"][name].update(file_name=whl.name, sha256=build.sha256_file(whl))
+    (pyo / "pyodide-lock.json").write_text(json.dumps(official))
+
+    # BokehJS + all of panel/dist, from the wheels; PANEL_CDN_ROOT=./vendor/ as in the site.
+    vendor = dest / "vendor"
+    with zipfile.ZipFile(wheels["bokeh"]) as zf:
+        for n in zf.namelist():
+            if n.startswith("bokeh/server/static/js/bokeh") and n.endswith(".min.js"):
+                (vendor / "bokeh").mkdir(parents=True, exist_ok=True)
+                (vendor / "bokeh" / Path(n).name).write_bytes(zf.read(n))
+    with zipfile.ZipFile(wheels["panel"]) as zf:
+        for n in zf.namelist():
+            if n.startswith("panel/dist/"):
+                target = vendor / "1.9.4" / "dist" / n[len("panel/dist/"):]
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(zf.read(n))
+    html = (dest / "app.html").read_text()
+    html = re.sub(r"https://cdn\.bokeh\.org/bokeh/release/(bokeh[a-z-]*)-3\.9\.2\.min\.js",
+                  r"vendor/bokeh/\1.min.js", html)
+    html = html.replace("https://cdn.holoviz.org/panel/", "./vendor/")
+    (dest / "app.html").write_text(html)
+    js = (dest / "app.js").read_text()
+    js = js.replace("https://cdn.jsdelivr.net/pyodide/v0.29.3/full/pyodide.js", "./pyodide/pyodide.js")
+    names = sorted(p.name for p in (dest / "wheels").glob("*.whl"))
+    spec = ", ".join([f"'./wheels/{n}'" for n in names] + ["'numpy'", "'markupsafe'",
+                                                             "'emfs:packed_wheels/slm_playground-0.1.0-py3-none-any.whl'"])
+    js, n = re.subn(r"await micropip\.install\(\[[^\]]*\]\);", f"await micropip.install([{spec}], deps=False);", js)
+    assert n == 1, "panel convert's worker changed: micropip.install not found"
+    # The app's code is the runPythonAsync whose result is the rendered document.
+    marker = "const [docs_json, render_items, root_ids] = await self.pyodide.runPythonAsync(`"
+    assert marker in js, "panel convert's worker changed: app code call not found"
+    # panel convert prepends its own lines to the app's source, which breaks `from __future__ import ...` (a
+    # SyntaxError in the browser): move that line to the top, as the unconverted module has it.
+    future = "from __future__ import annotations\\n"
+    hoist = future if future in js else ""
+    js = js.replace(future, "", 1).replace(
+        marker, marker + hoist + "import os\\nos.environ['PANEL_CDN_ROOT'] = './vendor/'\\n")
+    (dest / "app.js").write_text(js)
+    for text in (html, js):
+        leftover = sorted(set(re.findall(r"https://[^\s\"'`)]+", text)))
+        if leftover:
+            print(f"[bench] baseline still names remote URLs (not fetched unless used): {leftover[:5]}")
+    return dest
+
+
+# ------------------------------------------------------------------------------------------ measuring
+
+GROUPS = (("runtime (Pyodide)", r"pyodide/(pyodide|python_stdlib|pyodide-lock)"),
+          ("NumPy (wasm)", r"numpy-"), ("BokehJS + Panel JS/CSS", r"vendor/"),
+          ("Python wheels", r"\.whl$|resources\.zip$"), ("page + loader", r"."))
+
+
+def group_bytes(served: dict[str, int]) -> dict[str, int]:
+    out: dict[str, int] = defaultdict(int)
+    for path, n in served.items():
+        for name, pat in GROUPS:
+            if re.search(pat, path):
+                out[name] += n
+                break
+    out["total"] = sum(served.values())
+    return dict(out)
+
+
+def visit(browser, url: str, ready_js: str, warm_runs: int) -> dict:  # noqa: ANN001
+    # bypass_csp: Playwright's polling wait_for_function evaluates a string, which the site's CSP forbids.
+    context = browser.new_context(viewport={"width": 1280, "height": 1000}, bypass_csp=True)
+    external: list[str] = []
+
+    def route(r) -> None:  # noqa: ANN001
+        if r.request.url.startswith("http://127.0.0.1:"):
+            r.continue_()
+        else:
+            external.append(r.request.url)
+            r.abort()
+
+    context.route("**/*", route)
+    page = context.new_page()
+    CountingHandler.served.clear()
+    result: dict = {"cold": None, "warm": [], "external": external}
+    page.goto(url)
+    result["cold"] = page.wait_for_function(ready_js, timeout=300_000, polling=20).json_value()
+    page.wait_for_timeout(1500)  # let the service worker finish storing what it fetched
+    result["bytes"] = group_bytes(dict(CountingHandler.served))
+    result["files"] = dict(CountingHandler.served)
+    result["memory"] = page.evaluate("""() => ({jsHeap: performance.memory ? performance.memory.usedJSHeapSize : null,
+                                               wasmHeap: window.siteInfo ? window.siteInfo.heapBytes : null})""")
+    for _ in range(warm_runs):
+        CountingHandler.served.clear()
+        page.reload()
+        result["warm"].append(page.wait_for_function(ready_js, timeout=300_000, polling=20).json_value())
+        page.wait_for_timeout(500)
+    result["warm_bytes"] = sum(CountingHandler.served.values())
+    result["stages"] = page.evaluate("window.siteInfo || null")
+    context.close()
+    return result
+
+
+SITE_READY = "document.body.dataset.ready === '1' ? performance.now() : (document.body.dataset.error ? -1 : false)"
+BASE_READY = "(window.Bokeh && !document.body.classList.contains('pn-loading')) ? performance.now() : false"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--pyodide-packages", type=Path, default=ROOT / ".cache" / "pyodide-packages")
+    ap.add_argument("--runs", type=int, default=2, help="cold visits per site (alternating)")
+    ap.add_argument("--warm", type=int, default=2, help="warm reloads after each cold visit")
+    ap.add_argument("--skip-build", action="store_true", help="reuse artifacts/bench/{site,baseline}")
+    args = ap.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    site, baseline = OUT / "site", OUT / "baseline"
+    if not args.skip_build:
+        build.build(site, build.PY_DIR, args.pyodide_packages)
+        build_baseline(baseline, args.pyodide_packages)
+    results: dict[str, list[dict]] = {"site": [], "baseline": []}
+    with serving(site) as site_url, serving(baseline) as base_url, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        for i in range(args.runs):
+            for name, url, ready in (("site", site_url + "index.html", SITE_READY),
+                                     ("baseline", base_url + "app.html", BASE_READY)):
+                r = visit(browser, url, ready, args.warm)
+                print(f"[bench] run {i + 1} {name}: cold {r['cold']:.0f} ms, warm {[round(w) for w in r['warm']]} ms, "
+                      f"{r['bytes']['total'] / 1e6:.1f} MB, external {len(r['external'])}", flush=True)
+                results[name].append(r)
+        browser.close()
+    OUT.mkdir(parents=True, exist_ok=True)
+    (ROOT / "artifacts" / "site-bench.json").write_text(json.dumps(results, indent=1))
+    report(results)
+    return 0
+
+
+def report(results: dict[str, list[dict]]) -> None:
+    med = statistics.median
+
+    def summary(rs: list[dict]) -> dict:
+        return {"cold": med(r["cold"] for r in rs), "warm": med(min(r["warm"]) for r in rs if r["warm"]),
+                "bytes": rs[0]["bytes"], "memory": rs[0]["memory"]}
+
+    s, b = summary(results["site"]), summary(results["baseline"])
+    print("\n| measure | site | baseline | ratio | goal |\n|---|---|---|---|---|")
+    print(f"| payload (cold visit, bytes served) | {s['bytes']['total'] / 1e6:.1f} MB | "
+          f"{b['bytes']['total'] / 1e6:.1f} MB | {s['bytes']['total'] / b['bytes']['total']:.2f}× | ≤ 0.35× |")
+    print(f"| time to ready, cold (median of {len(results['site'])}) | {s['cold'] / 1e3:.2f} s | {b['cold'] / 1e3:.2f} s"
+          f" | {s['cold'] / b['cold']:.2f}× | ≤ 0.35× |")
+    print(f"| time to ready, warm (best reload) | {s['warm'] / 1e3:.2f} s | {b['warm'] / 1e3:.2f} s | "
+          f"{s['warm'] / b['warm']:.2f}× | ≤ 0.15× |")
+    wasm = s["memory"]["wasmHeap"]
+    print(f"| wasm heap after ready | {wasm / 2**20:.0f} MiB | – | | ≤ 80 MB |" if wasm else "| wasm heap | n/a |")
+    print(f"| page JS heap after ready | {s['memory']['jsHeap'] / 1e6:.1f} MB | {b['memory']['jsHeap'] / 1e6:.1f} MB"
+          f" | | ≤ 35 MB |")
+    print("\n| group | site | baseline |\n|---|---|---|")
+    for name, _ in GROUPS:
+        print(f"| {name} | {s['bytes'].get(name, 0) / 1e6:.2f} MB | {b['bytes'].get(name, 0) / 1e6:.2f} MB |")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
