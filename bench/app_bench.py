@@ -1,6 +1,9 @@
 """How long the playground takes from a prompt change to every view's sources updated (CPython, no browser).
 
-    PYTHONPATH=py python bench/app_bench.py [--repeats 30]
+    OPENBLAS_NUM_THREADS=1 PYTHONPATH=py python bench/app_bench.py [--repeats 30]
+
+Prompt lengths T of 8, 16, 32 and 64 tokens, up to the model's context. Set OPENBLAS_NUM_THREADS=1 (as in
+Pyodide): on a busy machine OpenBLAS's threads made the shipped model's T = 32 forward pass ~100x slower.
 
 Uses the shipped model when its weights exist, otherwise a random model of the shipped size (2 layers, 4 heads,
 d = 64, the training vocabulary) with a context of 64 so that T = 64 can be measured; also the lesson model.
@@ -11,6 +14,7 @@ Not a timed test: it reports; the goal is p50 <= 50 ms.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
@@ -56,12 +60,13 @@ def main() -> None:
     pn.extension()
     name, model = shipped_or_same_size()
     cases = [(name, model), ("lesson model", slm.CausalLanguageModel())]
+    print(f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', '(unset)')}")
     print(f"{'model':48} {'T':>3} {'p50 ms':>8} {'p90 ms':>8} {'forward ms':>10}")
     for label, model in cases:
         state = PlaygroundState(model_name="lesson")
         app = Playground(state)
         state.use_model(model)
-        for length in sorted({min(n, model.cfg.n_ctx) for n in (8, 32, 64)}):
+        for length in sorted({min(n, model.cfg.n_ctx) for n in (8, 16, 32, 64)}):
             texts = prompts(slm.tokenizer_for(model).vocab, length, args.repeats + 3)
             measure(app, texts[:3])  # warm up
             times = measure(app, texts[3:])

@@ -23,6 +23,7 @@ LESSON_CHOICES: dict[str, tuple[Any, ...]] = {
     "causal": (True, False),
     "n_heads": (2, 1, 4),
     "n_kv_heads": (2, 1, 4),
+    "activation": ("relu", "gelu", "swiglu"),
 }
 
 
@@ -62,16 +63,19 @@ def load_model(name: str, **lesson_options: Any) -> slm.Model:
 class PromptTokens(NamedTuple):
     """A prompt as the model reads it."""
 
-    ids: list[int]  # token ids, <start> first, at most n_ctx of them
+    ids: list[int]  # token ids, <start> first (unless truncated), at most n_ctx of them
     labels: list[str]  # what each position shows: the vocabulary word, or <unk>
     unknown: list[bool]  # per position: the word was not in the vocabulary
     unknown_words: list[str]  # the original unknown words, in order (for a note)
     dropped_unknown: bool  # the vocabulary has no <unk>, so unknown words were left out
-    truncated: int  # how many tokens did not fit the context and were cut off
+    truncated: int  # how many tokens at the start did not fit the context and were left out
 
 
 def encode_prompt(tokenizer: slm.WordTokenizer, text: str, n_ctx: int) -> PromptTokens:
-    """<start> followed by the prompt's words; never raises for any text."""
+    """<start> followed by the prompt's words; never raises for any text.
+
+    A prompt longer than the context keeps its LAST n_ctx tokens: the text right before where generation
+    continues (slm.generate slides its window the same way, so <start> is the first token to go)."""
     start = tokenizer.index.get(START, 0)
     ids, labels, unknown, unknown_words = [start], [tokenizer.vocab[start]], [False], []
     dropped = False
@@ -91,5 +95,5 @@ def encode_prompt(tokenizer: slm.WordTokenizer, text: str, n_ctx: int) -> Prompt
             unknown.append(False)
     truncated = max(0, len(ids) - n_ctx)
     if truncated:
-        ids, labels, unknown = ids[:n_ctx], labels[:n_ctx], unknown[:n_ctx]
+        ids, labels, unknown = ids[-n_ctx:], labels[-n_ctx:], unknown[-n_ctx:]
     return PromptTokens(ids, labels, unknown, unknown_words, dropped, truncated)

@@ -21,7 +21,11 @@ from . import analysis
 from .models import END, LESSON_CHOICES, PromptTokens, default_model_name, encode_prompt, load_model
 
 VIEWS = ("generate", "attention", "residual", "next", "lesson")
-DEFAULT_PROMPTS = {"shipped": "the cat chased the dogs because they", "lesson": "the cat was tired"}
+DEFAULT_PROMPTS = {"shipped": "the cat chased the dogs because they were", "lesson": "the cat was tired"}
+# What the referent head's hint offers when the prompt has no pronoun in it.
+REFERENT_EXAMPLE = "the cat chased the dogs because they were"
+PRONOUNS = ("it", "they", "he", "she")
+COPULAS = ("is", "are", "was", "were")
 STEP_DELAY = 0.05  # seconds between streamed tokens: long enough to see them arrive, short enough not to bore
 
 # Parameter -> URL query name. Everything a link should restore.
@@ -30,6 +34,7 @@ URL_PARAMS = {
     "top_k": "top_k", "top_p": "top_p", "seed": "seed", "layer": "layer", "head": "head", "position": "pos",
     "view": "view", "embed": "embed", "norm_placement": "norm_placement", "norm": "norm",
     "positions": "positions", "causal": "causal", "n_heads": "heads", "n_kv_heads": "kv_heads",
+    "activation": "activation",
     "ablate": "ablate", "compare": "compare", "compare_position": "compare_pos", "compare_token": "compare_token",
 }
 
@@ -55,6 +60,7 @@ class PlaygroundState(param.Parameterized):
     causal = param.Boolean(default=True)
     n_heads = param.Selector(default=2, objects=[1, 2, 4])
     n_kv_heads = param.Selector(default=2, objects=[1, 2, 4])
+    activation = param.Selector(default="relu", objects=list(LESSON_CHOICES["activation"]))
     # experiments
     ablate = param.String(default="none", doc="A head removed from the residual stream, e.g. 'L0.H1'")
     compare = param.Boolean(default=False, doc="Lesson: compare with a prompt that has one token changed")
@@ -81,7 +87,7 @@ class PlaygroundState(param.Parameterized):
     # ---- model and forward pass ----
 
     @param.depends("model_name", "norm_placement", "norm", "positions", "causal", "n_heads", "n_kv_heads",
-                   watch=True)
+                   "activation", watch=True)
     def _load_model(self) -> None:
         note = self._fallback_note if self.model_name == "lesson" else ""
         try:
@@ -114,7 +120,8 @@ class PlaygroundState(param.Parameterized):
 
     def lesson_options(self) -> dict[str, Any]:
         return dict(norm_placement=self.norm_placement, norm=self.norm, positions=self.positions,
-                    causal=self.causal, n_heads=self.n_heads, n_kv_heads=self.n_kv_heads)
+                    causal=self.causal, n_heads=self.n_heads, n_kv_heads=self.n_kv_heads,
+                    activation=self.activation)
 
     @param.depends("prompt", watch=True)
     def _run(self) -> None:
@@ -159,13 +166,56 @@ class PlaygroundState(param.Parameterized):
         changed = self.tokens._replace(ids=ids, labels=labels)
         return changed, self.model.forward(np.asarray(ids)), position
 
+    def _training_note(self, key: str) -> Any:
+        """meta[key], or else the same key among the training metrics (meta["training"]["metrics"])."""
+        meta = self.model.meta
+        if key in meta:
+            return meta[key]
+        training = meta.get("training")
+        metrics = training.get("metrics") if isinstance(training, dict) else None
+        return metrics.get(key) if isinstance(metrics, dict) else None
+
     @property
     def pronoun_head(self) -> tuple[int, int] | None:
-        """The head the training notes point a learner at (shipped model only)."""
-        pair = self.model.meta.get("pronoun_head")
+        """The head the training notes point a learner at (shipped model only): meta["pronoun_head"], or the same
+        key in the training metrics."""
+        pair = self._training_note("pronoun_head")
         if isinstance(pair, list | tuple) and len(pair) == 2:
-            return int(pair[0]), int(pair[1])
+            with contextlib.suppress(TypeError, ValueError):
+                layer, head = int(pair[0]), int(pair[1])
+                if 0 <= layer < self.model.cfg.n_layers and 0 <= head < self.model.cfg.n_heads:
+                    return layer, head
         return None
+
+    @property
+    def pronoun_head_query(self) -> str:
+        """Where the pronoun head reads from: "pronoun" ("they") or "copula" (the verb after it: "they were")."""
+        query = self._training_note("pronoun_head_query")
+        return "copula" if query == "copula" else "pronoun"
+
+    def referent_query_position(self) -> int | None:
+        """The last position in the prompt where the pronoun head does its job: the last pronoun, or (for a copula
+        head) the last copula right after a pronoun. None when the prompt has none."""
+        labels = self.tokens.labels
+        for i in range(len(labels) - 1, 0, -1):
+            if self.pronoun_head_query == "copula":
+                if labels[i] in COPULAS and labels[i - 1] in PRONOUNS:
+                    return i
+            elif labels[i] in PRONOUNS:
+                return i
+        return None
+
+    def show_referent_head(self) -> None:
+        """The hint's action: select the pronoun head and the position it reads from (using an example prompt
+        when this one has no pronoun), and open the attention view."""
+        pair = self.pronoun_head
+        if pair is None:
+            return
+        if self.referent_query_position() is None:
+            self.prompt = REFERENT_EXAMPLE  # one forward pass, as any prompt change
+        position = self.referent_query_position()
+        self.param.update(layer=pair[0], head=pair[1], view="attention",
+                          position=-1 if position is None else position)
 
     # ---- generation ----
 

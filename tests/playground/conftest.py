@@ -29,7 +29,8 @@ def _free_port() -> int:
 @pytest.fixture(scope="session")
 def app_url():
     port = _free_port()
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "py"))
+    # One BLAS thread, as in Pyodide: on a busy machine OpenBLAS's threads make a 32-token forward pass ~100x slower.
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "py"), OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
     ARTIFACTS.mkdir(exist_ok=True)
     log = open(ARTIFACTS / "panel_serve.log", "w")  # noqa: SIM115 - closed below, after the server stops
     server = subprocess.Popen(

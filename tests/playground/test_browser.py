@@ -219,3 +219,144 @@ def test_lesson_change_one_token(page, app_url):
     causal.click()
     page.get_by_text("earlier row(s) changed").wait_for(timeout=5_000)
     page.screenshot(path=ARTIFACTS / "lesson_not_causal.png", full_page=True)
+
+
+# ---- the trained model (the app's default once its weights exist) ----
+
+TRAINED_PROMPT = "the cat chased the dogs because they were"
+LONG_PROMPT = ("the brown cow chased the little cars because they were wet . the dog that struck this key struck its "
+               "cup . some goats struck the old hat because they were")  # 31 words: 32 tokens, the whole context
+TOKEN_CENTRE = f"""
+([name, index]) => {{
+  const view = ({FIND_VIEW})(name);
+  const data = view.model.renderers[0].data_source.data;
+  const get = (k) => (data instanceof Map ? data.get(k) : data[k]);
+  const box = view.el.getBoundingClientRect();
+  return [box.left + view.frame.x_scale.compute(get('x')[index]),
+          box.top + view.frame.y_scale.compute(get('y')[index])];
+}}
+"""
+SELECTED_ROW = f"""
+(name) => {{
+  const view = ({FIND_VIEW})(name);
+  const row = view.model.center.find(r => r.bottom !== undefined && r.top !== undefined);
+  return (row.bottom + row.top) / 2;
+}}
+"""
+KEY_LABEL_ORIENTATION = f"(name) => ({FIND_VIEW})(name).model.below[0].major_label_orientation"
+BAR_OFFSETS = f"""
+(name) => ({FIND_VIEW})(name).model.renderers.filter(r => r.glyph.type === 'HBar' || r.glyph.right !== undefined)
+  .map(r => [r.visible, r.glyph.y.transform ? r.glyph.y.transform.value : 0])
+"""
+
+
+def trained_model_available() -> bool:
+    from playground.models import shipped_available
+
+    return shipped_available()
+
+
+needs_trained = pytest.mark.skipif(not trained_model_available(), reason="py/slm/weights/shipped.npz not there yet")
+
+
+@needs_trained
+def test_trained_model_attention_hint_and_long_prompt(page, app_url):
+    open_app(page, app_url, f"view=attention&prompt={quote(LONG_PROMPT)}")  # no model=: the default
+    state = PlaygroundState(prompt=LONG_PROMPT)
+    assert state.model_name == "shipped" and len(state.tokens.ids) == 32
+    layer, head = state.pronoun_head
+    page.get_by_text(f"A head to look at: layer {layer} · head {head}").wait_for(timeout=5_000)
+    assert page.evaluate(KEY_LABEL_ORIENTATION, "attention-large") == "vertical"  # 32 key labels, none overlap
+    labels = page.evaluate(AXIS_LABELS, "attention-large")
+    assert len(labels) == 32 and labels["31"] == "were"
+    page.screenshot(path=ARTIFACTS / "trained_attention_32.png", full_page=True)
+    # The hint's button selects the head and the row of the copula after the last pronoun ("they were").
+    query = state.referent_query_position()
+    page.get_by_role("button", name=re.compile(f"Show layer {layer} · head {head}")).click()
+    page.get_by_text(f"layer {layer} · head {head}, large").wait_for(timeout=5_000)
+    page.wait_for_function(f"() => ({SELECTED_ROW})('attention-large') === {query}", timeout=5_000)
+    page.screenshot(path=ARTIFACTS / "trained_attention_hint.png", full_page=True)
+    # Longer than the context: the last 32 tokens stay, and the note says how many went from the start.
+    longer = "the cat ran . " * 3 + LONG_PROMPT
+    assert PlaygroundState(prompt=longer).tokens.truncated == 12  # <start> and "the cat ran ." three times
+    page.fill(PROMPT_INPUT, longer)
+    page.get_by_text("the first 12 token(s)").wait_for(timeout=5_000)
+    page.wait_for_timeout(300)
+    assert page.evaluate(AXIS_LABELS, "attention-large")["31"] == "were"
+    page.screenshot(path=ARTIFACTS / "trained_truncated.png", full_page=True)
+    assert not page.errors
+
+
+@needs_trained
+def test_trained_model_next_token_bars_sit_on_their_labels(page, app_url):
+    open_app(page, app_url, f"view=next&prompt={quote(TRAINED_PROMPT)}")
+    offsets = page.evaluate(BAR_OFFSETS, "next-token")
+    assert offsets[0] == [True, 0] and offsets[1][0] is False  # one bar set, centred on its token
+    page.screenshot(path=ARTIFACTS / "trained_next_token.png", full_page=True)
+    layer, head = PlaygroundState(prompt=TRAINED_PROMPT).pronoun_head
+    ablate = page.locator("select:visible").filter(has=page.locator("option", has_text=f"L{layer}.H{head}"))
+    ablate.first.select_option(label=f"L{layer}.H{head}")
+    page.get_by_text(f"Without L{layer}.H{head} the distribution moves").wait_for(timeout=5_000)
+    offsets = page.evaluate(BAR_OFFSETS, "next-token")
+    assert offsets[0][1] > 0 and offsets[1] == [True, -offsets[0][1]]  # now a pair, one either side
+    page.screenshot(path=ARTIFACTS / "trained_next_token_ablation.png", full_page=True)
+    tab(page, "Residual stream").click()
+    page.get_by_text("Position 8 (“were”) predicts next").wait_for(timeout=5_000)
+    page.screenshot(path=ARTIFACTS / "trained_residual.png", full_page=True)
+
+
+@needs_trained
+def test_trained_model_generate_then_analyse(page, app_url):
+    open_app(page, app_url, f"view=generate&max_new_tokens=6&temperature=0&prompt={quote(TRAINED_PROMPT)}")
+    analyse = page.get_by_role("button", name="Analyse prompt + continuation")
+    assert analyse.is_disabled()
+    page.get_by_role("button", name="Generate").click()
+    wait_for_tokens(page, 1)
+    page.wait_for_function("() => true")
+    page.get_by_role("button", name="Generate").wait_for(state="visible")
+    page.wait_for_timeout(800)
+    generated = stream_tokens(page)
+    assert analyse.is_enabled()
+    page.screenshot(path=ARTIFACTS / "trained_generate.png", full_page=True)
+    analyse.click()
+    tokenizer = PlaygroundState(prompt=TRAINED_PROMPT).tokenizer
+    expected = f"{TRAINED_PROMPT} {tokenizer.decode([tokenizer.index[t] for t in generated])}"
+    from playwright.sync_api import expect
+
+    expect(page.locator(PROMPT_INPUT)).to_have_value(expected, timeout=5_000)
+    # The views now describe the whole text: the token strip ends with the last generated token.
+    page.wait_for_function(f"() => ({SOURCE_DATA})('token-strip').label.length === {9 + len(generated)}",
+                           timeout=5_000)
+    assert page.evaluate(SOURCE_DATA, "token-strip")["label"][-1] == generated[-1]
+
+
+def test_clicking_a_token_selects_its_position(page, app_url):
+    open_app(page, app_url, "model=lesson&view=residual&prompt=the+cat+was+tired")
+    page.get_by_text("Position 4 (“tired”)").wait_for(timeout=5_000)  # the last token until one is clicked
+    x, y = page.evaluate(TOKEN_CENTRE, ["token-strip", 2])
+    page.mouse.click(x, y)
+    page.get_by_text("Position 2 (“cat”)").wait_for(timeout=5_000)
+    page.wait_for_function("() => location.search.includes('pos=2')", timeout=5_000)
+    page.screenshot(path=ARTIFACTS / "token_click_residual.png", full_page=True)
+    tab(page, "Attention").click()
+    page.wait_for_function(f"() => ({SELECTED_ROW})('attention-large') === 2", timeout=5_000)
+    # Another token: the heatmap's outlined row follows without a new forward pass.
+    page.wait_for_timeout(500)  # the newly shown tab settles its layout (a scroll bar appears) before we measure
+    x, y = page.evaluate(TOKEN_CENTRE, ["token-strip", 1])
+    page.mouse.click(x, y)
+    page.wait_for_function(f"() => ({SELECTED_ROW})('attention-large') === 1", timeout=5_000)
+    page.screenshot(path=ARTIFACTS / "token_click_attention.png", full_page=True)
+    assert not page.errors
+
+
+def test_lesson_activation_and_heads_split(page, app_url):
+    open_app(page, app_url, "model=lesson&view=lesson&prompt=the+cat+was+tired&activation=swiglu&heads=4&kv_heads=2")
+    page.get_by_text("FFN hidden (SwiGLU)").wait_for(timeout=5_000)
+    assert page.get_by_text("6 · FFN gate").is_visible()
+    assert page.get_by_text("Grouped-query attention (GQA)").is_visible()
+    page.screenshot(path=ARTIFACTS / "lesson_swiglu_gqa.png", full_page=True)
+    page.get_by_role("button", name="GELU", exact=True).click()
+    page.get_by_text("FFN hidden (GELU)").wait_for(timeout=5_000)
+    assert page.get_by_text("6 · FFN gate").count() == 0
+    page.wait_for_function("() => location.search.includes('activation=gelu')", timeout=5_000)
+    page.screenshot(path=ARTIFACTS / "lesson_gelu.png", full_page=True)

@@ -18,6 +18,7 @@ from playground.views.generate import stream_html
 from playground.views.lesson import lesson_tables
 from playground.views.tokens import notes_html
 
+
 def run(coroutine) -> None:
     """asyncio.run in a fresh thread: the browser tests' Playwright keeps an event loop in the main thread."""
     with ThreadPoolExecutor(1) as pool:
@@ -63,8 +64,9 @@ def test_prompt_encoding_marks_unknowns_and_truncates():
     enc = encode_prompt(tok, "the zebra cat 🙂", n_ctx=16)
     assert enc.labels == ["<start>", "the", "<unk>", "cat", "<unk>"]
     assert enc.unknown == [False, False, True, False, True] and enc.unknown_words == ["zebra", "🙂"]
-    long = encode_prompt(tok, "the cat " * 20, n_ctx=8)
-    assert len(long.ids) == 8 and long.truncated == 33
+    # Too long: the LAST n_ctx tokens stay (the text right before where generation continues), <start> goes first.
+    long = encode_prompt(tok, "cat " + "the " * 20 + "cat", n_ctx=8)
+    assert long.labels == ["the"] * 7 + ["cat"] and long.truncated == 15
     assert encode_prompt(tok, "", 8).ids == [0]
 
 
@@ -166,10 +168,109 @@ def test_attention_columns_split_masked_cells(state):
     assert allowed["query_token"][-1] == "tired"
 
 
-def test_lesson_tables_have_four_decimals_and_six_steps(state):
-    tables = lesson_tables(state.trace, state.tokens.labels)
-    assert len(tables) == 6
+def test_lesson_tables_have_four_decimals_and_seven_steps(state):
+    tables = lesson_tables(state.trace, state.tokens.labels, model=state.model)
+    assert len(tables) == 7
     assert f"{state.trace.x[1, 0]:.4f}" in tables[0]
+    assert "FFN hidden (ReLU)" in tables[5] and "ReLU(norm(h) W_in + b_in)" in tables[5]
+
+
+def test_truncation_note_names_what_was_left_out(state):
+    state.prompt = "the cat was tired " * 5  # 20 words + <start> = 21 tokens, context 16
+    assert state.tokens.truncated == 5 and len(state.tokens.ids) == 16
+    assert state.tokens.labels[-1] == "tired" and "<start>" not in state.tokens.labels
+    note = notes_html(state)
+    assert "the first 5 token(s)" in note and "reads the last 16" in note
+
+
+@pytest.mark.parametrize(("activation", "label"), [
+    ("relu", "ReLU(norm(h) W_in + b_in)"), ("gelu", "GELU(norm(h) W_in + b_in)"),
+    ("swiglu", "SiLU(gate) ⊙ (norm(h) W_in + b_in)")])
+def test_activation_toggle_rebuilds_the_ffn_and_its_label(state, activation, label):
+    from playground.app import Playground
+
+    app = Playground(state)
+    state.activation = activation
+    assert state.model.cfg.activation == activation
+    assert ("blocks.0.ffn.w_gate" in state.model.params) == (activation == "swiglu")
+    tables = app.views["lesson"].tables.object
+    assert label in tables
+    assert ("6 · FFN gate" in tables) == (activation == "swiglu")
+    if activation == "swiglu":  # the gate table holds silu(norm(h) W_gate), and hidden = gate * (norm(h) W_in + b)
+        layer = state.trace.layers[0]
+        gate = slm.layers.silu(layer.ffn_in @ state.model.params["blocks.0.ffn.w_gate"])
+        np.testing.assert_allclose(layer.ff_act, gate * layer.ff_pre)
+        assert f"{gate[1, 0]:.4f}" in tables
+    state.norm_placement = "post"
+    assert label.replace("norm(h)", "h") in app.views["lesson"].tables.object
+
+
+def test_lesson_shows_q_k_v_split_by_head_and_gqa_sharing(state):
+    from playground.app import Playground
+
+    app = Playground(state)
+    lesson = app.views["lesson"]
+    tables = lesson.tables.object
+    # two heads of size 2: q's columns 0-1 are head 0, columns 2-3 head 1 (a reshape of the (T, d) table)
+    assert "<th colspan='2' class='pg-group'>head 0</th><th colspan='2' class='pg-group'>head 1</th>" in tables
+    layer = state.trace.layers[0]
+    assert f"{layer.q[1, 2, 0]:.4f}" in tables  # head 1's first column at position 2
+    assert "head 0 → columns 0–1, head 1 → columns 2–3" in lesson.heads_note.object
+    state.n_kv_heads = 1  # multi-query: one k/v head for both query heads
+    assert "<th colspan='2' class='pg-group'>heads 0–1</th>" in lesson.tables.object
+    assert "Multi-query" in lesson.heads_note.object
+    state.param.update(n_heads=4, n_kv_heads=2)
+    assert "GQA" in lesson.heads_note.object and "0–1, 2–3 share one each" in lesson.heads_note.object
+    assert lesson.tables.object.count("class='pg-group'>head ") >= 4
+
+
+def test_pronoun_head_hint_is_actionable():
+    from playground.app import Playground
+
+    vocab = ["<pad>", "<start>", "<unk>", ".", "the", "cat", "dogs", "chased", "they", "were", "ran", "because"]
+    cfg = slm.Config(n_vocab=len(vocab), n_ctx=32, n_model=16, n_heads=4, n_layers=2)
+    model = slm.Model.init(cfg, seed=1)
+    # The trainer may keep the note only among its metrics: the app finds it there too.
+    model.meta.update(vocab=vocab, training={"metrics": {"pronoun_head": [1, 2], "pronoun_head_query": "copula"}})
+    app = Playground(PlaygroundState(model_name="lesson"))
+    state, attention = app.state, app.views["attention"]
+    state.use_model(model)
+    state.prompt = "the cat ran"
+    assert attention.hint.visible and "no such pronoun" in attention.hint_text.object
+    attention.hint_button.clicks += 1  # "Try it on the example"
+    assert state.prompt == "the cat chased the dogs because they were"
+    assert (state.layer, state.head, state.position, state.view) == (1, 2, 8, "attention")  # the row of "were"
+    assert "“were” (position 8) reads" in attention.hint_text.object
+    state.param.update(prompt="the cat ran because they were . the cat ran", position=-1)
+    attention.hint_button.clicks += 1  # the prompt has one: select it, keep the prompt
+    assert state.prompt.endswith("the cat ran") and state.position == 6
+    state.use_model(slm.CausalLanguageModel())
+    assert not attention.hint.visible
+
+
+def test_next_token_bars_sit_on_their_labels_without_a_comparison(state):
+    from playground.app import Playground
+
+    view = Playground(state).views["next"]
+    full, ablated = view.dodges
+    assert full.value == 0 and view.full_bars.glyph.height == pytest.approx(0.7) and not view.ablated_bars.visible
+    state.ablate = "L0.H1"
+    assert full.value > 0 > ablated.value and view.ablated_bars.visible
+    assert view.full_bars.glyph.height + 2 * full.value <= 0.75  # the pair stays inside its category
+    state.ablate = "none"
+    assert full.value == 0 and view.full_bars.glyph.height == pytest.approx(0.7)
+
+
+def test_analyse_button_is_a_button_that_says_what_it_does(state):
+    from playground.app import Playground
+
+    view = Playground(state).views["generate"]
+    assert view.use.label == "Analyse prompt + continuation" and view.use.disabled
+    assert view.use.color == "primary" and view.use.variant == "outline"
+    state.generated = [("the", 0.5), ("cat", 0.25)]
+    assert not view.use.disabled
+    view.use.clicks += 1
+    assert state.prompt == "the cat was tired the cat" and state.generated == []
 
 
 @settings(max_examples=40, deadline=None)
@@ -207,7 +308,8 @@ def test_views_follow_a_two_layer_model_of_the_shipped_shape():
     app.state.use_model(model)
     app.state.prompt = "the cat chased the dogs because they were hungry zebra ."
     attention = app.views["attention"]
-    assert len(attention.small) == 8 and "layer 1 head 2" in attention.hint.object
+    assert len(attention.small) == 8 and "layer 1 · head 2" in attention.hint_text.object
+    assert "“they” (position 7) reads" in attention.hint_text.object  # query "pronoun" is the default
     assert "<unk>" in app.state.tokens.labels
     assert not app.views["lesson"].body.visible and app.views["lesson"].not_lesson.visible
     names = app.views["residual"].attr_source.data["name"]

@@ -9,16 +9,29 @@ from __future__ import annotations
 
 from functools import partial
 
+import numpy as np
 import panel as pn
 from bokeh.events import Tap
 from bokeh.models import BoxAnnotation, ColorBar, ColumnDataSource, HoverTool, LinearColorMapper, Range1d
 
 from .. import analysis
 from ..state import PlaygroundState
-from .common import MASKED_FILL, MASKED_HATCH, WEIGHT_PALETTE, caption, label_axis, patches_bokeh, small_figure, title
+from .common import (
+    MASKED_FILL,
+    MASKED_HATCH,
+    WEIGHT_PALETTE,
+    caption,
+    esc,
+    label_axis,
+    patches_bokeh,
+    small_figure,
+    title,
+)
 
 HOVER = [("query", "@query_token (position @query)"), ("key", "@key_token (position @key)"),
          ("weight", "@weight{0.0000}")]
+SLANT = 1.0  # radians: key labels of a short prompt, slanted
+SLANTED_MAX = 12  # more tokens than this: vertical key labels (large view); no labels (small multiples)
 MASKED_HOVER = [("query", "@query_token (position @query)"), ("key", "@key_token (position @key)"),
                 ("weight", "masked: a future token")]
 
@@ -38,10 +51,10 @@ class Heatmap:
         fig.rect("key", "query", 1, 1, source=self.masked, fill_color=MASKED_FILL, line_color=None,
                  hatch_pattern="/", hatch_color=MASKED_HATCH, hatch_scale=6 if large else 4, name="masked")
         fig.grid.visible = False
-        fig.xaxis.major_label_orientation = 1.0
+        fig.xaxis.major_label_orientation = SLANT
         # The selected query row, outlined so the learner can find "their" token.
         self.row = BoxAnnotation(left=-0.5, right=0.5, bottom=-0.5, top=0.5, fill_alpha=0.0,
-                                 line_color="#D55E00", line_width=2 if large else 1.5)
+                                 line_color="#D55E00", line_width=3 if large else 1.5)
         fig.add_layout(self.row)
         if large:
             fig.add_tools(HoverTool(renderers=[fig.select_one({"name": "cells"})], tooltips=HOVER),
@@ -59,6 +72,10 @@ class Heatmap:
         if show_labels and labels != self.labels:
             for axis in (self.fig.xaxis[0], self.fig.yaxis[0]):
                 label_axis(axis, labels)
+            # Many tokens: vertical key labels, so neighbours never overlap (slanted ones do past ~12 tokens).
+            orientation = "vertical" if len(labels) > SLANTED_MAX else SLANT
+            if self.fig.xaxis[0].major_label_orientation != orientation:
+                self.fig.xaxis[0].major_label_orientation = orientation
             self.labels = list(labels)
         if self.fig.xaxis[0].visible != show_labels:
             self.fig.axis.visible = show_labels
@@ -82,7 +99,11 @@ class AttentionView:
         self.large_title = title("")
         self.grid_pane = pn.GridBox(ncols=1, margin=(0, 8))
         self.large_pane = pn.pane.Bokeh(self.large.fig, margin=(0, 10))
-        self.hint = pn.pane.HTML("", margin=(0, 10))
+        self.hint_text = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width")
+        self.hint_button = pn.widgets.Button(label="", color="primary", variant="outline",
+                                             margin=(0, 10, 8, 24), width=330)
+        self.hint_button.on_click(lambda _: state.show_referent_head())
+        self.hint = pn.Column(self.hint_text, self.hint_button, visible=False, sizing_mode="stretch_width")
         self.shape: tuple[int, int] | None = None
         self.small: dict[tuple[int, int], Heatmap] = {}
         head_select = pn.widgets.Select(label="Head shown large", options=[], width=160)
@@ -136,20 +157,47 @@ class AttentionView:
         n, position = len(labels), state.selected_position
         self.x_range.update(start=-0.5, end=n - 0.5)
         self.y_range.update(start=n - 0.5, end=-0.5)
-        show_small_labels = n <= 12
+        show_small_labels = n <= SLANTED_MAX
         for (i, j), heatmap in self.small.items():
             allowed, hidden = analysis.attention_columns(trace, i, j, labels)
             heatmap.update(allowed, hidden, labels, position, show_small_labels)
         # The large view has its own ranges so its size can follow the prompt length.
-        side = max(260, min(520, 34 * n + 120))
+        # ~18 px per row at the full context of 32 (an 11-px label each), and at most 700 px wide with the colour
+        # bar, so that the view still fits an 800-px embed.
+        side = max(260, min(620, 34 * n + 120))
         self.large.fig.update(width=side + 80, height=side)
         self.large.fig.x_range.update(start=-0.5, end=n - 0.5)
         self.large.fig.y_range.update(start=n - 0.5, end=-0.5)
         self._update_large()
-        pronoun = state.pronoun_head
-        self.hint.object = (
-            f"<div class='pg-calm'>Try layer {pronoun[0]} head {pronoun[1]}: from a pronoun it attends to the "
-            "noun it refers to (e.g. <i>they</i> → <i>dogs</i>).</div>" if pronoun else "")
+        self._update_hint()
+
+    def _update_hint(self) -> None:
+        """The trained model's training notes name a head that links a pronoun to its noun: say so, say what it
+        does in this prompt, and offer a button that shows it."""
+        state = self.state
+        pair = state.pronoun_head
+        self.hint.visible = pair is not None
+        if pair is None:
+            self.hint_text.object = ""
+            return
+        layer, head = pair
+        copula = state.pronoun_head_query == "copula"
+        reader = ("the verb right after a pronoun (<i>they <u>were</u></i>, <i>it <u>was</u></i>)" if copula
+                  else "a pronoun (<i>they</i>, <i>it</i>)")
+        text = (f"<b>A head to look at: layer {layer} · head {head}.</b> Training found that from {reader} it puts "
+                "most of its weight on the noun the pronoun refers to, e.g. in <i>the cat chased the dogs because "
+                "they were</i> the row of <i>were</i> reads <i>dogs</i>.")
+        labels, position = state.tokens.labels, state.referent_query_position()
+        if position is None:
+            text += " This prompt has no such pronoun."
+            self.hint_button.label = "Try it on “the cat chased the dogs because they were”"
+        else:
+            weights = state.trace.layers[layer].attention[head, position]
+            key = int(np.argmax(weights))
+            text += (f" In this prompt: “{esc(labels[position])}” (position {position}) reads “{esc(labels[key])}” "
+                     f"(position {key}) with weight {weights[key]:.2f}.")
+            self.hint_button.label = f"Show layer {layer} · head {head} at “{labels[position]}” (position {position})"
+        self.hint_text.object = f"<div class='pg-calm'>{text}</div>"
 
     def _update_large(self) -> None:
         state = self.state

@@ -89,6 +89,7 @@ STYLES = """
 .pg-table tr.pg-changed td { background: #fde0cc; }
 .pg-table tr.pg-same td.pg-tokcell::after { content: " ="; color: #0072B2; }
 .pg-table tr.pg-changed td.pg-tokcell::after { content: " ≠"; color: #D55E00; }
+.pg-table th.pg-group, .pg-table td.pg-group { border-left: 2px solid #777; }
 .pg-tables { display: flex; flex-wrap: wrap; max-width: 780px; }
 .pg-legend { font-size: 12px; color: #555; }
 """

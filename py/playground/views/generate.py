@@ -32,8 +32,13 @@ class GenerateView:
         self.seed = pn.widgets.IntInput.from_param(state.param.seed, label="seed", width=110)
         self.output = pn.pane.HTML(stream_html(state.prompt, [], False), margin=(0, 10),
                                    sizing_mode="stretch_width", min_height=60)
-        self.use = pn.widgets.Button(label="Analyse this text", color="light", width=150, disabled=True)
+        # Same widget family as Generate/Stop (a real button), outlined: it is the secondary action here.
+        self.use = pn.widgets.Button(label="Analyse prompt + continuation", color="primary", variant="outline",
+                                     width=240, disabled=True, margin=(5, 10))
         self.use.on_click(lambda _: state.append_continuation())
+        self.use_help = caption("<b>Analyse prompt + continuation</b> makes the prompt and the generated tokens the "
+                                "new prompt, so the token strip, attention, residual and next-token views describe "
+                                "the whole text.")
         pn.bind(self.update, state.param.generated, state.param.generating, state.param.prompt, watch=True)
         self.panel = pn.Column(
             title("Generate"),
@@ -42,7 +47,7 @@ class GenerateView:
                     "appended, and the model runs again on the longer text. Each new token is shaded by the "
                     "probability the model gave it: darker = more confident (hover for the value)."),
             pn.Row(self.max_new, self.temperature, self.top_k, self.top_p, self.seed),
-            self.output, self.use, name="Generate", sizing_mode="stretch_width",
+            self.output, pn.Row(self.use, self.use_help), name="Generate", sizing_mode="stretch_width",
         )
 
     def update(self, *_: object) -> None:

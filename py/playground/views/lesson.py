@@ -17,21 +17,76 @@ from .common import caption, esc, title
 
 
 def table_html(heading: str, rows: list[str], columns: list[str], values: np.ndarray,
-               changed: np.ndarray | None = None, note: str = "") -> str:
+               changed: np.ndarray | None = None, note: str = "",
+               groups: list[tuple[str, int]] | None = None) -> str:
     """One lesson table, 4 decimals, one row per position; rows marked changed (≠) or identical (=) when
-    `changed` is given. Labels are escaped."""
-    head = "".join(f"<th>{esc(c)}</th>" for c in columns)
+    `changed` is given. `groups` (label, number of columns) adds a header row above the columns, e.g. one group
+    per head. Labels are escaped."""
+    starts = set()
+    group_row = ""
+    if groups:
+        cells, col = ["<th></th>"], 0
+        for label, width in groups:
+            starts.add(col)
+            cells.append(f"<th colspan='{width}' class='pg-group'>{esc(label)}</th>")
+            col += width
+        group_row = f"<tr>{''.join(cells)}</tr>"
+
+    def css(c: int) -> str:
+        return " class='pg-group'" if c in starts else ""
+
+    head = "".join(f"<th{css(c)}>{esc(name)}</th>" for c, name in enumerate(columns))
     body = []
     for i, label in enumerate(rows):
-        css = "" if changed is None else (" class='pg-changed'" if changed[i] else " class='pg-same'")
-        cells = "".join(f"<td>{v:.4f}</td>" if np.isfinite(v) else "<td>—</td>" for v in values[i])
-        body.append(f"<tr{css}><td class='pg-tokcell'>{esc(label)}</td>{cells}</tr>")
+        row_css = "" if changed is None else (" class='pg-changed'" if changed[i] else " class='pg-same'")
+        cells = "".join(f"<td{css(c)}>{v:.4f}</td>" if np.isfinite(v) else f"<td{css(c)}>—</td>"
+                        for c, v in enumerate(values[i]))
+        body.append(f"<tr{row_css}><td class='pg-tokcell'>{esc(label)}</td>{cells}</tr>")
     caption_html = f"<caption style='caption-side: top; text-align: left'><b>{heading}</b> {note}</caption>"
-    return f"<table class='pg-table'>{caption_html}<tr><th></th>{head}</tr>{''.join(body)}</table>"
+    return f"<table class='pg-table'>{caption_html}{group_row}<tr><th></th>{head}</tr>{''.join(body)}</table>"
 
 
-def lesson_tables(trace: slm.Trace, labels: list[str], other: slm.Trace | None = None) -> list[str]:
-    """The six tables of a one-block trace (the first block if there are more)."""
+ACTIVATION_LABELS = {  # the FFN hidden layer, as a formula; {x} is what the FFN reads
+    "relu": "= ReLU({x} W_in + b_in)",
+    "gelu": "= GELU({x} W_in + b_in): a smooth ReLU that lets small negatives through",
+    "swiglu": "= SiLU(gate) ⊙ ({x} W_in + b_in): the gate decides how much of each unit passes",
+}
+
+
+def _heads_tables(trace: slm.Trace, rows: list[str], n_heads: int, diff: callable, rope: bool, reads: str) -> str:
+    """q, k and v of the first block as the (T, d) tables the projections make, with the columns grouped by head:
+    head j owns columns j·k … (j+1)·k − 1 (a reshape, no new numbers). With GQA, fewer k/v heads are each
+    shared by a group of query heads."""
+    layer = trace.layers[0]
+    size = layer.q.shape[-1]
+    n_kv = layer.k.shape[0]
+    group = n_heads // n_kv
+    tables = []
+    for name, values, count in (("q", layer.q, n_heads), ("k", layer.k, n_kv), ("v", layer.v, n_kv)):
+        flat = np.concatenate(list(values), axis=-1)  # (T, count * size): the columns before the reshape
+        if name == "q":
+            groups = [(f"head {j}", size) for j in range(count)]
+        elif group == 1:
+            groups = [(f"head {g}", size) for g in range(count)]
+        else:  # one k/v head serves `group` query heads
+            groups = [(f"heads {g * group}–{(g + 1) * group - 1}", size) for g in range(count)]
+        columns = [f"{name}{c}" for _ in range(count) for c in range(size)]
+        after = " (after RoPE)" if rope and name != "v" else ""
+        note = f"= {reads} W_{name}{after}"
+        tables.append(table_html(f"2 · {name} by head", rows, columns, flat,
+                                 diff(lambda t, name=name: np.concatenate(list(getattr(t.layers[0], name)), -1)),
+                                 note, groups))
+    return "".join(tables)
+
+
+def lesson_tables(trace: slm.Trace, labels: list[str], other: slm.Trace | None = None,
+                  model: slm.Model | None = None) -> list[str]:
+    """The tables of a one-block trace (the first block if there are more): x, q/k/v by head, attention, head_out,
+    h, FFN hidden, y. `model` (its config and, for SwiGLU, its gate weights) makes the labels follow the
+    architecture; without it they describe the lesson's default (pre-norm, ReLU)."""
+    cfg = model.cfg if model is not None else None
+    pre = cfg is None or cfg.norm_placement == "pre"
+    activation = cfg.activation if cfg is not None else "relu"
     layer = trace.layers[0]
     rows = [f"{i} {label}" for i, label in enumerate(labels)]
     d = trace.x.shape[-1]
@@ -41,24 +96,63 @@ def lesson_tables(trace: slm.Trace, labels: list[str], other: slm.Trace | None =
         return None if other is None else analysis.changed_rows(get(trace), get(other))
 
     tables = [table_html("1 · x", rows, dims, trace.x, diff(lambda t: t.x), "= token embedding + position")]
+    n_heads = layer.attention.shape[0]
+    tables.append(_heads_tables(trace, rows, n_heads, diff, cfg is not None and cfg.positions == "rope",
+                                "norm(x)" if pre else "x"))
     heads = []
-    for j in range(layer.attention.shape[0]):
-        heads.append(table_html(f"2 · attention, head {j}", rows, [str(k) for k in range(len(labels))],
+    for j in range(n_heads):
+        heads.append(table_html(f"3 · attention, head {j}", rows, [str(k) for k in range(len(labels))],
                                 np.where(np.isneginf(layer.scores[j]), np.nan, layer.attention[j]),
                                 diff(lambda t, j=j: t.layers[0].attention[j]), "(— = masked)"))
     tables.append("".join(heads))
     heads = []
     for j in range(layer.head_out.shape[0]):
-        heads.append(table_html(f"3 · head_out, head {j}", rows, dims, layer.head_out[j],
+        heads.append(table_html(f"4 · head_out, head {j}", rows, dims, layer.head_out[j],
                                 diff(lambda t, j=j: t.layers[0].head_out[j]), "= its write into the stream"))
     tables.append("".join(heads))
-    tables.append(table_html("4 · h", rows, dims, layer.h, diff(lambda t: t.layers[0].h),
-                             "= x + attention (pre-norm)"))
-    tables.append(table_html("5 · FFN hidden", rows, [f"f{c}" for c in range(layer.ff_act.shape[-1])],
-                             layer.ff_act, diff(lambda t: t.layers[0].ff_act), "= ReLU(norm(h) W_in)"))
-    tables.append(table_html("6 · y", rows, dims, layer.y, diff(lambda t: t.layers[0].y),
-                             "= h + FFN(h): the block's output"))
+    tables.append(table_html("5 · h", rows, dims, layer.h, diff(lambda t: t.layers[0].h),
+                             "= x + attention" if pre else "= norm(x + attention)"))
+    hidden = [f"f{c}" for c in range(layer.ff_act.shape[-1])]
+    ffn_reads = "norm(h)" if pre else "h"
+    ffn = ""
+    if activation == "swiglu" and model is not None and "blocks.0.ffn.w_gate" in model.params:
+        w_gate = model.params["blocks.0.ffn.w_gate"]
+
+        def gate(t: slm.Trace) -> np.ndarray:
+            return slm.layers.silu(t.layers[0].ffn_in @ w_gate)
+
+        ffn = table_html("6 · FFN gate", rows, hidden, gate(trace), diff(gate), f"= SiLU({ffn_reads} W_gate)")
+    label = ACTIVATION_LABELS.get(activation, ACTIVATION_LABELS["relu"]).format(x=ffn_reads)
+    ffn += table_html(f"6 · FFN hidden ({activation_name(activation)})", rows, hidden, layer.ff_act,
+                      diff(lambda t: t.layers[0].ff_act), label)
+    tables.append(ffn)
+    tables.append(table_html("7 · y", rows, dims, layer.y, diff(lambda t: t.layers[0].y),
+                             "= h + FFN: the block's output" if pre else "= norm(h + FFN): the block's output"))
     return tables
+
+
+def heads_note(cfg: slm.Config) -> str:
+    """Heads as a reshape, in this model's numbers."""
+    h, g, k, d = cfg.n_heads, cfg.n_kv_heads, cfg.head_size, cfg.n_model
+    def span(j: int) -> str:
+        return f"{j * k}" if k == 1 else f"{j * k}–{(j + 1) * k - 1}"
+
+    owners = ", ".join(f"head {j} → column{'s' if k > 1 else ''} {span(j)}" for j in range(h))
+    text = (f"<b>Heads are a reshape.</b> <code>q = norm(x) W_q</code> is one table of d = {d} columns. With {h} "
+            f"head(s), each of size k = d / h = {k}, head j owns columns j·k … (j+1)·k − 1: {owners}. Table 2 "
+            "shows q, k and v with their columns grouped by head (numbered within the head). ")
+    if g == h:
+        text += "Every head has its own k and v columns too."
+    elif g == 1:
+        text += f"Multi-query attention: a single k/v head ({k} columns) is shared by all {h} query heads."
+    else:
+        text += (f"Grouped-query attention (GQA): {g} k/v heads for {h} query heads, so query heads "
+                 f"{', '.join(f'{j * (h // g)}–{(j + 1) * (h // g) - 1}' for j in range(g))} share one each.")
+    return f"<div class='pg-calm'>{text}</div>"
+
+
+def activation_name(activation: str) -> str:
+    return {"relu": "ReLU", "gelu": "GELU", "swiglu": "SwiGLU"}.get(activation, activation)
 
 
 class LessonView:
@@ -71,11 +165,14 @@ class LessonView:
             pn.widgets.Select.from_param(p.positions, label="positions", width=120),
             pn.widgets.Select.from_param(p.n_heads, label="heads", width=70),
             pn.widgets.Select.from_param(p.n_kv_heads, label="kv heads (GQA)", width=110),
+            pn.widgets.RadioButtonGroup.from_param(p.activation, label="FFN activation", width=170,
+                                                   options={"ReLU": "relu", "GELU": "gelu", "SwiGLU": "swiglu"}),
             pn.widgets.Checkbox.from_param(p.causal, label="causal mask", margin=(28, 10, 10, 10)),
         )
         self.toggle_labels = caption("Architecture (re-creates the lesson model from the same seed): norm before "
                                      "or after each sublayer · layer norm or RMS norm · how positions enter · "
-                                     "heads · key/value heads shared by groups of query heads (GQA).")
+                                     "heads · key/value heads shared by groups of query heads (GQA) · the "
+                                     "feed-forward activation (ReLU, GELU, or SwiGLU with its extra gate).")
         self.compare = pn.widgets.Checkbox.from_param(p.compare, label="change one token and compare")
         self.compare_position = pn.widgets.IntInput.from_param(p.compare_position, label="position", width=90)
         self.compare_token = pn.widgets.Select(label="new token", options=list(slm.LESSON_VOCAB), width=110,
@@ -86,6 +183,7 @@ class LessonView:
         self.ablate.param.watch(lambda e: setattr(state, "ablate", e.new), "value")
         self.ablation = pn.pane.HTML("", margin=(0, 10))
         self.tables = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width")
+        self.heads_note = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width")
         self.switch = pn.widgets.Button(label="Switch to the lesson model", color="primary", width=220)
         self.switch.on_click(lambda _: setattr(state, "model_name", "lesson"))
         self.not_lesson = pn.Column(
@@ -99,12 +197,13 @@ class LessonView:
                     "bit-identical, rows marked <b style='color:#D55E00'>≠</b> changed. With the causal mask, every "
                     "row before the swapped position stays identical: no earlier token can see a later one."),
             pn.Row(self.compare, self.compare_position, self.compare_token), self.compare_note,
-            title("The six tables", level=4),
+            title("The tables", level=4),
             caption("One row per position, 4 decimals. Read them in order: the rows <code>x</code> enter the "
-                    "block; each head's <code>attention</code> weights mix the value rows into its "
-                    "<code>head_out</code>; adding the heads' writes to x gives <code>h</code>; the feed-forward "
-                    "network's hidden layer and write give <code>y</code>."),
-            self.tables,
+                    "block; the projections make <code>q</code>, <code>k</code>, <code>v</code>; each head's "
+                    "<code>attention</code> weights mix the value rows into its <code>head_out</code>; adding the "
+                    "heads' writes to x gives <code>h</code>; the feed-forward network's hidden layer and write "
+                    "give <code>y</code>."),
+            self.heads_note, self.tables,
             title("Remove a head", level=4),
             caption("Zero one head's <code>head_out</code> and compare the next-token probabilities at the "
                     "selected position."),
@@ -140,7 +239,8 @@ class LessonView:
                 changed_tokens, other, position = result
                 note = self._causal_note(state, other, position, changed_tokens.labels[position])
         self.compare_note.object = note
-        tables = lesson_tables(state.trace, state.tokens.labels, other)
+        tables = lesson_tables(state.trace, state.tokens.labels, other, state.model)
+        self.heads_note.object = heads_note(state.model.cfg)
         self.tables.object = "<div class='pg-tables'>" + "".join(f"<div>{t}</div>" for t in tables) + "</div>"
         self.ablation.object = self._ablation_table(state)
 

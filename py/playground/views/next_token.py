@@ -12,19 +12,31 @@ from ..state import PlaygroundState
 from .common import NEGATIVE, POSITIVE, caption, esc, patches_bokeh, small_figure, title
 
 TOP_K = 10
+SINGLE_HEIGHT = 0.7  # bar height (in category units) when the model's bars are alone
+PAIR_HEIGHT, PAIR_OFFSET = 0.34, 0.18  # side by side with the ablated bars
 
 
 class NextTokenView:
     def __init__(self, state: PlaygroundState) -> None:
         self.state = state
-        self.source = ColumnDataSource(data=dict(token=[], prob=[], ablated=[]))
+        self.source = ColumnDataSource(data=dict(token=[], prob=[], ablated=[], prob_text=[]))
         fig = small_figure(width=560, height=320, y_range=FactorRange(), x_range=(0, 1), title="", name="next-token")
-        full = fig.hbar(y=dodge("token", 0.18, range=fig.y_range), right="prob", height=0.34, color=POSITIVE,
-                        source=self.source)
-        self.ablated_bars = fig.hbar(y=dodge("token", -0.18, range=fig.y_range), right="ablated", height=0.34,
-                                     color=NEGATIVE, source=self.source)
-        fig.add_tools(HoverTool(tooltips=[("token", "@token"), ("probability", "@prob{0.0000}"),
-                                          ("without the head", "@ablated{0.0000}")]))
+        # Two bar sets side by side only while a head is removed; alone, the model's bars sit on their labels.
+        # The Dodge transforms are kept so that update() can move them (0 offset without a comparison).
+        full_y, ablated_y = dodge("token", 0.0, range=fig.y_range), dodge("token", -PAIR_OFFSET, range=fig.y_range)
+        self.dodges = (full_y["transform"], ablated_y["transform"])
+        full = fig.hbar(y=full_y, right="prob", height=SINGLE_HEIGHT, color=POSITIVE, source=self.source)
+        self.full_bars = full
+        # The probability written at the end of each of the model's bars (hover is not needed to read it).
+        fig.text(x="prob", y=full_y, text="prob_text", source=self.source, x_offset=4, text_baseline="middle",
+                 text_font_size="10px", text_color="#333")
+        self.ablated_bars = fig.hbar(y=ablated_y, right="ablated", height=PAIR_HEIGHT, color=NEGATIVE,
+                                     source=self.source)
+        # One tooltip per bar set: no "without the head: 0" on the model's bars when no head is removed.
+        fig.add_tools(HoverTool(renderers=[full], tooltips=[("token", "@token"), ("probability", "@prob{0.0000}")]),
+                      HoverTool(renderers=[self.ablated_bars], tooltips=[
+                          ("token", "@token"), ("without the head", "@ablated{0.0000}"),
+                          ("with it", "@prob{0.0000}")]))
         fig.xaxis.axis_label = "probability of being the next token"
         fig.ygrid.visible = False
         self.legend = Legend(items=[LegendItem(label="the model", renderers=[full]),
@@ -61,8 +73,13 @@ class NextTokenView:
             len(tokens))
         factors = list(reversed(tokens))  # most likely on top
         self.fig.y_range.factors = factors
-        self.source.data = dict(token=factors, prob=top[::-1], ablated=ablated[::-1])
+        self.source.data = dict(token=factors, prob=top[::-1], ablated=ablated[::-1],
+                                prob_text=[f"{p:.4f}" for p in top[::-1]])
         self.ablated_bars.visible = self.legend.visible = has_ablation
+        offset, height = (PAIR_OFFSET, PAIR_HEIGHT) if has_ablation else (0.0, SINGLE_HEIGHT)
+        if self.dodges[0].value != offset:
+            self.dodges[0].value = offset
+            self.full_bars.glyph.height = height
         self.fig.height = max(180, 26 * len(tokens) + 70)
         label = state.tokens.labels[position]
         self.fig.title.text = f"What comes after position {position} (“{label}”)?"

@@ -38,14 +38,14 @@ class TokenStrip:
         self.source = ColumnDataSource(data=dict(x=[], y=[], w=[], label=[], index=[], fill=[], line=[], dash=[]))
         self.y_range = Range1d(ROW_HEIGHT, 0)
         fig = small_figure(width=WIDTH, height=ROW_HEIGHT + 8, x_range=Range1d(0, WIDTH), y_range=self.y_range,
-                           tools="")
+                           tools="", name="token-strip")
         boxes = fig.rect("x", "y", "w", ROW_HEIGHT - 10, source=self.source, fill_color="fill", line_color="line",
                          line_dash="dash", line_width=1.5, nonselection_fill_alpha=1.0, selection_fill_alpha=1.0,
                          nonselection_line_alpha=1.0)
         fig.text("x", "y", text="label", source=self.source, text_align="center", text_baseline="middle", y_offset=4,
                  text_font_size="13px", text_font=value("monospace"))
         fig.text("x", "y", text="index", source=self.source, text_align="center", y_offset=-11,
-                 text_font_size="8px", text_color="#888", text_baseline="middle")
+                 text_font_size="9px", text_color="#666", text_baseline="middle")
         fig.add_tools(TapTool(renderers=[boxes]),
                       HoverTool(renderers=[boxes], tooltips=[("position", "@index"), ("token", "@label")]))
         fig.axis.visible = False
@@ -95,8 +95,10 @@ def notes_html(state: PlaygroundState) -> str:
             notes.append(f"Not in the vocabulary: {words}{more}. The model reads each as <code>&lt;unk&gt;</code> "
                          "(the dashed boxes).")
     if tokens.truncated:
-        notes.append(f"The prompt is longer than the model's context of {state.model.cfg.n_ctx} tokens: the last "
-                     f"{tokens.truncated} token(s) were cut off.")
+        n_ctx = state.model.cfg.n_ctx
+        notes.append(f"The prompt is longer than the model's context of {n_ctx} tokens: the first {tokens.truncated} "
+                     f"token(s) (counting <code>&lt;start&gt;</code>) were left out. The model reads the last {n_ctx}, "
+                     "the text right before where generation continues.")
     if state.model_note:
         notes.append(esc(state.model_note))
     return "".join(f"<div class='pg-note'>{note}</div>" for note in notes)
