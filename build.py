@@ -317,16 +317,16 @@ def compile_tree(pkg: Path, tree: Path, ddir: str, mode: str, optimize: int = 0)
 
 
 def process_wheel(pkg: Path, name: str, src: Path | None, out_dir: Path, make_tree: Callable[[Path], None],
-                  out_name: str, key: str, compile_mode: str | None) -> Path:
+                  out_name: str, key: str, compile_mode: str | None, optimize: int = 0) -> Path:
     """Slim + compile one wheel, cached under .cache/site/ by a key of its inputs."""
-    cache = CACHE / "site" / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}-{out_name}"
+    cache = CACHE / "site" / f"{hashlib.sha256(f'{key}|{optimize}'.encode()).hexdigest()[:16]}-{out_name}"
     if not cache.is_file():
         with tempfile.TemporaryDirectory() as tmp:
             tree = Path(tmp) / "tree"
             tree.mkdir()
             make_tree(tree)
             if compile_mode:
-                compile_tree(pkg, tree, "/lib/python3.13/site-packages", compile_mode)
+                compile_tree(pkg, tree, "/lib/python3.13/site-packages", compile_mode, optimize)
             cache.parent.mkdir(parents=True, exist_ok=True)
             part = cache.with_suffix(".part")
             pack_wheel(tree, part)
@@ -346,6 +346,7 @@ STDLIB_DROP = re.compile(
 # Docstrings and asserts out of the stdlib bytecode (-OO): CPython's stdlib supports it; third-party packages
 # keep theirs (Bokeh and param read docstrings).
 STDLIB_OPTIMIZE = 2
+WHEEL_OPTIMIZE = int(os.environ.get("SITE_WHEEL_OPTIMIZE", "2"))
 
 
 def compiled_stdlib(pkg: Path) -> Path:
@@ -385,13 +386,18 @@ def project_packages(py_dir: Path) -> list[Path]:
     return pkgs
 
 
+# Not needed in the browser: the training code and its logs (the weights themselves ship).
+PROJECT_EXCLUDE = re.compile(r"^slm/train/|^slm/weights/.*_loss\.(json|html)$")
+
+
 def project_tree(py_dir: Path) -> tuple[Callable[[Path], None], str]:
     """The app's code and weights (slm/weights/*.npz) as one wheel; returns (tree maker, content hash)."""
     files: list[tuple[Path, str]] = []
     for pkg in project_packages(py_dir):
         for p in sorted(pkg.rglob("*")):
             rel = p.relative_to(py_dir)
-            if p.is_file() and "__pycache__" not in rel.parts and p.suffix not in (".pyc", ".pyo"):
+            if (p.is_file() and "__pycache__" not in rel.parts and p.suffix not in (".pyc", ".pyo")
+                    and not PROJECT_EXCLUDE.search(rel.as_posix())):
                 files.append((p, rel.as_posix()))
     h = hashlib.sha256()
     for p, rel in files:
@@ -479,13 +485,13 @@ def build(site: Path = SITE, py_dir: Path = PY_DIR, pyodide_packages: Path | Non
         e = lock["wheels"][name]
         key = f"{PROCESS_VERSION}|{e['sha256']}|{SLIM_RULES.get(name)}|{SLIM_RULES['*']}"
         made = process_wheel(pkg, name, whl, pub, functools.partial(unpack, whl, keep=slim_filter(name, e["version"])),
-                             e["file"], key, "legacy")
+                             e["file"], key, "legacy", WHEEL_OPTIMIZE)
         entries[name] = {"name": name, "version": e["version"], "path": made, "imports": e["imports"]}
     for name, sd in sdists.items():
         e = lock["sdists"][name]
         fname = f"{e['dist_name']}-{e['version']}-py3-none-any.whl"
         made = process_wheel(pkg, name, sd, pub, functools.partial(sdist_to_tree, sd, e), fname,
-                             f"{PROCESS_VERSION}|{e['sha256']}|{e['package_dirs']}", "legacy")
+                             f"{PROCESS_VERSION}|{e['sha256']}|{e['package_dirs']}", "legacy", WHEEL_OPTIMIZE)
         entries[name] = {"name": name, "version": e["version"], "path": made, "imports": e["imports"]}
     make_project, project_hash = project_tree(py_dir)
     made = process_wheel(pkg, "slm_playground", None, pub, make_project, "slm_playground-0.1.0-py3-none-any.whl",

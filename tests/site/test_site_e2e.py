@@ -68,6 +68,7 @@ def test_app_runs_generates_and_renders_with_no_external_request(browser: object
                 assert lengths and max(lengths) > 0, (tab, lengths)
                 assert page.locator("canvas").count() > 0
             assert visit.external == [], visit.external
+            assert not [c for c in visit.console if "Content Security Policy" in c or "pageerror" in c], visit.console
         finally:
             visit.close()
 
