@@ -377,6 +377,8 @@ def compiled_stdlib(pkg: Path) -> Path:
 
 
 def project_packages(py_dir: Path) -> list[Path]:
+    if not py_dir.is_dir():
+        raise BuildError(f"--py-dir {py_dir}: not a folder")
     pkgs = sorted(p for p in py_dir.iterdir() if (p / "__init__.py").is_file())
     names = {p.name for p in pkgs}
     if not {"playground", "slm"} <= names:
@@ -585,6 +587,11 @@ class SiteHandler(http.server.SimpleHTTPRequestHandler):
         # Revalidate every time: the service worker is the cache; a rebuild must be seen at once.
         self.send_header("Cache-Control", "no-cache")
         super().end_headers()
+
+    def copyfile(self, source, outputfile) -> None:  # noqa: ANN001 - signature of the base class
+        # A reload or a closed tab drops the connection mid-file: not an error worth a traceback.
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            super().copyfile(source, outputfile)
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - signature of the base class
         if os.environ.get("SITE_SERVER_LOG"):

@@ -116,8 +116,13 @@ function loadMainJs(manifest) {
 // ---------------------------------------------------------------------------- Panel worker protocol
 function startWorker(manifest, mainJs) {
   const totals = { runtime: 0, packages: 0, app: 0 };
+  // What this page and the worker download: Pyodide, wheels, BokehJS/Panel JS (Panel's CSS files, fetched by
+  // BokehJS as the views need them, are not counted).
   for (const [path, f] of Object.entries(manifest.files)) {
-    if (path.startsWith("build/") && !path.endsWith("manifest.json")) totals[f.stage] += f.size;
+    const vendor = path.startsWith("build/vendor/");
+    if (path.startsWith("build/") && !path.endsWith("manifest.json") && (!vendor || manifest.main_js.includes(path))) {
+      totals[f.stage] += f.size;
+    }
   }
   worker = new Worker("worker.js", { type: "module" });
   worker.busy = false;
@@ -157,6 +162,7 @@ function startWorker(manifest, mainJs) {
       info.loadedPackages = msg.loaded || [];
       fail(msg.what, msg.detail);
     } else if (msg.type === "render") {
+      $("#status").textContent = "Rendering";
       timings.app = performance.now();
       info.worker = msg.timings;
       try {

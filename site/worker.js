@@ -171,6 +171,7 @@ async function start(msg) {
   timings.packages = performance.now() - t0;
 
   stage("app");
+  post({ type: "status", msg: "Importing Panel and building the app" });
   let boot;
   try {
     const resp = await fetch(`${root}boot.py`);
