@@ -443,6 +443,13 @@ def pyodide_dir_wheels(folder: Path, lock: dict, official: dict) -> dict[str, Pa
 
 def build(site: Path = SITE, py_dir: Path = PY_DIR, pyodide_packages: Path | None = None) -> dict:
     lock = read_lock()
+    project_packages(py_dir)  # check the inputs before downloading anything
+    pkg = fetch_pyodide(lock)
+    official = official_lock(pkg)
+    vendored = pyodide_dir_wheels(pyodide_packages, lock, official) if pyodide_packages else {}
+    wheels = cached_or_download(lock["wheels"], CACHE / "wheels", pip_wheel_args(CACHE / "wheels"), "wheel")
+    sdists = cached_or_download(lock["sdists"], CACHE / "sdists",
+                                pip_sdist_args(CACHE / "sdists", lock["sdists"]), "sdist")
     out = site / "build"
     if site.resolve() != SITE.resolve():
         site.mkdir(parents=True, exist_ok=True)
@@ -450,12 +457,6 @@ def build(site: Path = SITE, py_dir: Path = PY_DIR, pyodide_packages: Path | Non
             shutil.copyfile(SITE / name, site / name)
     shutil.rmtree(out, ignore_errors=True)
     (out / "wheels").mkdir(parents=True)
-    pkg = fetch_pyodide(lock)
-    official = official_lock(pkg)
-    wheels = cached_or_download(lock["wheels"], CACHE / "wheels", pip_wheel_args(CACHE / "wheels"), "wheel")
-    sdists = cached_or_download(lock["sdists"], CACHE / "sdists",
-                                pip_sdist_args(CACHE / "sdists", lock["sdists"]), "sdist")
-    vendored = pyodide_dir_wheels(pyodide_packages, lock, official) if pyodide_packages else {}
 
     # Runtime: the npm files the browser needs, plus a byte-compiled stdlib.
     (out / "pyodide").mkdir()
