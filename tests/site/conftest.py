@@ -105,6 +105,20 @@ class Visit:
         self.page.wait_for_selector("body[data-ready='1'], body[data-error='1']", state="attached",
                                     timeout=READY_TIMEOUT_MS)
 
+    def wait_js(self, expression: str, timeout_s: float = 60) -> object:
+        """Poll a JS expression until truthy. (Playwright's wait_for_function evaluates a string inside the page,
+        which the site's CSP rightly forbids; page.evaluate goes through DevTools and is not affected.)"""
+        import time
+
+        deadline = time.monotonic() + timeout_s
+        while True:
+            value = self.page.evaluate(expression)
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {expression}")
+            time.sleep(0.05)
+
     def info(self) -> dict:
         return self.page.evaluate("window.siteInfo")
 

@@ -179,7 +179,7 @@ def test_second_visit_is_served_by_the_service_worker_offline(browser: object,
         visit = Visit(browser, url)
         try:
             visit.open()
-            visit.page.wait_for_function("navigator.serviceWorker.controller !== null")
+            visit.wait_js("navigator.serviceWorker.controller !== null")
             first = visit.page.text_content("#error-detail")
             visit.context.set_offline(True)
             visit.page.reload()
@@ -212,3 +212,32 @@ def test_missing_asset_ends_on_error_panel(browser: object, fake_vendored_site: 
 def test_embed_page_uses_the_same_loader(cdn_site: Path, page: str) -> None:
     html = (cdn_site / page).read_text()
     assert 'data-embed="1"' in html and 'src="loader.js"' in html
+
+
+def test_rebuild_replaces_the_service_worker_and_its_cache(browser: object, fake_vendored_site: tuple[Path, str],
+                                                           tmp_path: Path) -> None:
+    """A new build id (what a rebuild that changes any file produces) must bring a new service worker that drops
+    the old cache, so no stale asset is served."""
+    import shutil
+
+    site = tmp_path / "rebuilt"
+    shutil.copytree(fake_vendored_site[0], site)
+    manifest_path = site / "build" / "manifest.json"
+    with serve(site) as url:
+        visit = Visit(browser, url)
+        try:
+            visit.open()
+            page = visit.page
+            visit.wait_js("navigator.serviceWorker.controller !== null")
+            old = json.loads(manifest_path.read_text())["build_id"]
+            assert page.evaluate("caches.keys()") == [f"slm-site-{old}"]
+            manifest = json.loads(manifest_path.read_text())
+            manifest["build_id"] = "rebuilt0000000000"
+            manifest_path.write_text(json.dumps(manifest))
+            page.reload()
+            page.wait_for_selector("body[data-error='1']", state="attached", timeout=180_000)
+            visit.wait_js("navigator.serviceWorker.controller?.scriptURL.endsWith('build=rebuilt0000000000')")
+            visit.wait_js("caches.keys().then((k) => k.length === 1)")
+            assert page.evaluate("caches.keys()") == ["slm-site-rebuilt0000000000"]
+        finally:
+            visit.close()

@@ -79,7 +79,7 @@ def test_second_visit_works_offline(browser: object, site: Path) -> None:
         try:
             visit.open()
             assert visit.page.evaluate("document.body.dataset.ready") == "1"
-            visit.page.wait_for_function("navigator.serviceWorker.controller !== null")
+            visit.wait_js("navigator.serviceWorker.controller !== null")
             visit.context.set_offline(True)
             visit.page.reload()
             visit.page.wait_for_selector("body[data-ready='1'], body[data-error='1']", state="attached",
