@@ -110,7 +110,8 @@ def test_pronoun_annotations(train: list[corpus.Sentence]) -> None:
         assert corpus.NOUN_INFO[s.tokens[s.referent_index]][0] == number
         assert corpus.NOUN_INFO[s.tokens[s.other_index]][0] != number
         assert s.subject_index in (s.referent_index, s.other_index)
-        assert s.tokens[s.pronoun_index + 1] in ("was", "were", "is", "are")
+        after = s.tokens[s.pronoun_index + 1]  # the copula, or an intransitive verb agreeing with the pronoun
+        assert after in ("was", "were", "is", "are") or corpus.VERB_LEMMA.get(after) in corpus.INTRANSITIVE
         # the noun tokens of the sentence are exactly the two candidates
         nouns = [i for i, t in enumerate(s.tokens) if t in corpus.NOUN_INFO]
         assert sorted(nouns) == sorted([s.referent_index, s.other_index])
@@ -152,13 +153,47 @@ def test_agreement_cases() -> None:
         assert not corpus.is_valid_prefix(c.prefix + [c.wrong])
         if c.kind == "pronoun_verb":
             assert c.prefix[c.cue_index] in ("it", "they") and c.prefix[-1] == c.prefix[c.cue_index]
-        if c.kind == "referent":
+        if c.kind in ("referent", "referent_verb"):
             assert c.cue_index - 1 == c.sentence.referent_index
+        if c.kind == "referent_verb":  # decided right after the pronoun
+            assert c.prefix[-1] in ("it", "they") and len(c.prefix) - 1 == c.sentence.pronoun_index + 1
+            assert corpus.VERB_LEMMA[c.correct] in corpus.INTRANSITIVE
+            assert corpus.VERB_LEMMA[c.wrong] in corpus.INTRANSITIVE
     only = corpus.agreement_cases("train", 50, seed=2, kinds=["verb"], with_start=False)
     assert {c.kind for c in only} == {"verb"}
     assert all(c.prefix[c.cue_index] in corpus.NOUN_INFO for c in only)
     with pytest.raises(ValueError):
         corpus.agreement_cases("train", 1, kinds=["gender"])
+
+
+def test_the_verb_after_a_pronoun_depends_on_the_referents_class(train: list[corpus.Sentence]) -> None:
+    """In "... because it rolled ." every intransitive verb of the other noun's class (same form) after the
+    pronoun is a non-parse when the two nouns differ in class, so the referent decides the next word."""
+    animate, things = set(corpus.CLASS_INTRANSITIVES["animal"]), set(corpus.CLASS_INTRANSITIVES["thing"])
+    assert animate and things and not animate & things
+    assert corpus.CLASS_INTRANSITIVES["person"] == corpus.CLASS_INTRANSITIVES["animal"]
+    verb_sentences = 0
+    for s in [s for s in train if s.template == "pronoun"][:300]:
+        assert s.pronoun_index is not None and s.referent_index is not None and s.other_index is not None
+        word = s.tokens[s.pronoun_index + 1]
+        if word in ("was", "were", "is", "are"):
+            continue
+        verb_sentences += 1
+        lemma = corpus.VERB_LEMMA[word]
+        ref_cls = corpus.NOUN_INFO[s.tokens[s.referent_index]][1]
+        other_cls = corpus.NOUN_INFO[s.tokens[s.other_index]][1]
+        assert lemma in corpus.CLASS_INTRANSITIVES[ref_cls]
+        form = corpus.INTRANSITIVE[lemma][:3].index(word)
+        prefix = s.tokens[: s.pronoun_index + 1]
+        kinds = [d.kind for d in s.decisions if d.index == s.pronoun_index + 1]
+        for other_lemma in corpus.CLASS_INTRANSITIVES[other_cls]:
+            other_word = corpus.INTRANSITIVE[other_lemma][form]
+            decided = corpus.is_valid_prefix(prefix + [other_word])
+            assert decided == (ref_cls == other_cls), corpus.to_text(s.tokens)
+        assert ("referent_verb" in kinds) == (ref_cls != other_cls)
+        assert ("pronoun_verb" in kinds) == (word != corpus.INTRANSITIVE[lemma][0])  # present tense agrees
+    # weighted above the copula sentences, which cannot make the pronoun position depend on the referent
+    assert verb_sentences > 0.5 * 300
 
 
 # --- split ----------------------------------------------------------------------------------------
@@ -228,6 +263,12 @@ GRAMMATICAL = [
     "the mice sleep in the barn , but the children are sad .",
     "the ball struck the dogs because it was heavy .",
     "the dog carried the balls , because they were wet .",
+    "the cat chased the balls because they rolled .",
+    "the cats chased the ball because they slept .",
+    "the cats chase the ball because it rolls .",
+    "the dog pushes the cups because it runs .",
+    "the ball struck the dogs , because it fell .",
+    "the balls bump the cow because it sings .",
     "these men pushed the boy .",
     "one girl feeds two cows .",
     "the cups fell .",
@@ -248,6 +289,14 @@ UNGRAMMATICAL = [
     "the dogs lost its bone .",
     "the cup was hungry .",  # things are not hungry
     "the ball slept .",
+    "the cat rolled .",  # intransitive verbs are for living things or for things, not both
+    "the dog fell .",
+    "the cat chased the balls because they slept .",  # the balls do not sleep
+    "the cat chased the balls because it rolled .",  # "it" is the cat, which does not roll
+    "the cats chase the ball because it roll .",  # the verb agrees with the pronoun
+    "the cats chase the ball because it rolled .",  # one tense per sentence
+    "the cat chased the balls because they rolled hungry .",
+    "the cat chased the dog because it slept .",  # same number: ambiguous
     "the cat chased the dog because it was hungry .",  # same number: the pronoun would be ambiguous
     "the cat chased the dogs because they was hungry .",
     "the cat chased the dogs because they were broken .",  # the dogs are not broken

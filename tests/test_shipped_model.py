@@ -64,6 +64,8 @@ def test_agreement_on_held_out_decisions():
     assert result.accuracy >= 0.95, result.failures
     for kind in ("verb", "rc_verb", "pronoun_verb", "possessive"):
         assert result.by_kind[kind] >= 0.9, (kind, result.by_kind)
+    for kind in ("referent", "referent_verb"):  # resolving the pronoun: the adjective, the verb after it
+        assert result.by_kind[kind] >= 0.9, (kind, result.by_kind)
     assert result.accuracy == pytest.approx(recorded()["agreement_accuracy"])
     assert result.by_kind == pytest.approx(recorded()["agreement_by_kind"])
 
@@ -74,23 +76,36 @@ def test_sampled_continuations_parse():
     assert result.rate == pytest.approx(recorded()["sample_parse_rate"])
 
 
-def test_the_named_pronoun_head_attends_to_the_referent():
-    """meta["pronoun_head"] names a head whose attention, from the row meta["pronoun_head_query"] names (the
-    pronoun, or the copula right after it), goes to the pronoun's referent on held-out sentences."""
+def test_the_named_pronoun_head_attends_from_the_pronoun_to_the_referent():
+    """meta["pronoun_head"] names a head whose attention from the pronoun ("it"/"they") itself goes to the
+    pronoun's referent on held-out sentences: at least half of it on average, and much more than to the other
+    noun (meta["pronoun_head_query"] == "pronoun" says which row of the attention map to read)."""
     heads = pronoun_heads(model())
     layer, head = model().meta["pronoun_head"]
-    query = model().meta["pronoun_head_query"]
-    assert (layer, head, query) == heads.choice()
-    to_referent = heads.to_referent if query == "pronoun" else heads.copula_to_referent
-    to_other = heads.to_other if query == "pronoun" else heads.copula_to_other
-    assert to_referent[layer, head] >= 0.5
-    assert to_referent[layer, head] > 5 * to_other[layer, head]
-    np.testing.assert_allclose(heads.to_referent, recorded()["pronoun_attention_to_referent"], atol=1e-4)
-    np.testing.assert_allclose(heads.copula_to_referent, recorded()["copula_attention_to_referent"], atol=1e-4)
+    assert model().meta["pronoun_head_query"] == "pronoun"
+    assert (layer, head, "pronoun") == heads.choice()
+    assert (layer, head) == heads.best
+    assert heads.to_referent[layer, head] >= 0.5
+    assert heads.to_referent[layer, head] > 10 * heads.to_other[layer, head]
+    assert heads.n >= 150
+    recorded_metrics = recorded()
+    assert recorded_metrics["pronoun_head"] == [layer, head]
+    assert recorded_metrics["pronoun_head_attention"] == pytest.approx(heads.to_referent[layer, head], abs=1e-4)
+    np.testing.assert_allclose(heads.to_referent, recorded_metrics["pronoun_attention_to_referent"], atol=1e-4)
+    np.testing.assert_allclose(heads.to_other, recorded_metrics["pronoun_attention_to_other"], atol=1e-4)
+    np.testing.assert_allclose(heads.copula_to_referent, recorded_metrics["copula_attention_to_referent"], atol=1e-4)
 
 
-@pytest.mark.xfail(reason="the corpus never makes the word after a pronoun depend on its referent, so nothing "
-                          "rewards attending from the pronoun itself (see MODEL_CARD.md)", strict=False)
-def test_a_head_attends_from_the_pronoun_itself():
-    heads = pronoun_heads(model())
-    assert heads.to_referent.max() >= 0.5
+def test_the_pronoun_head_tracks_the_referent_not_a_position():
+    """The same head, per sentence: from the pronoun it looks at the referent more than at the other noun in
+    nearly every held-out sentence, whether the referent is the subject or the object."""
+    layer, head = model().meta["pronoun_head"]
+    sents = corpus.generate_sentences(200, "valid", seed=7, templates=["pronoun"])
+    by_role: dict[str, list[bool]] = {"subject": [], "object": []}
+    for s in sents:
+        att = model().forward([corpus.encode([corpus.START, *s.tokens])]).attention[0, layer, head]
+        p, r, o = s.pronoun_index + 1, s.referent_index + 1, s.other_index + 1
+        role = "subject" if s.referent_index == s.subject_index else "object"
+        by_role[role].append(bool(att[p, r] > att[p, o]))
+    for role, wins in by_role.items():
+        assert len(wins) >= 50 and np.mean(wins) >= 0.9, (role, np.mean(wins))

@@ -9,7 +9,7 @@ import numpy as np
 
 from slm import Model
 from slm.train import corpus
-from slm.train.__main__ import main
+from slm.train.__main__ import compact, main, thin
 from slm.train.data import TokenStream
 from slm.train.loop import TrainConfig, train
 from slm.train.plot import loss_curve_png
@@ -55,7 +55,7 @@ def test_command_line_writes_weights_curves_and_metrics(tmp_path):
     layer, head = model.meta["pronoun_head"]
     assert 0 <= layer < 1 and 0 <= head < 2
     curve = json.loads((tmp_path / "m_loss.json").read_text())
-    assert curve["valid_step"] == [10, 20] and len(curve["train_loss"]) == 20
+    assert curve["valid_step"] == [10, 20] and len(curve["train_loss"]) == 20 and curve["every"] == 1
     png = (tmp_path / "m_loss.png").read_bytes()
     assert png.startswith(b"\x89PNG\r\n\x1a\n") and b"IEND" in png[-12:]
     assert (tmp_path / "m_metrics.json").exists()
@@ -77,3 +77,17 @@ def test_png_is_a_valid_image(tmp_path):
     assert data[37:41] == b"IDAT"
     raw = zlib.decompress(data[41: 41 + length])
     assert len(raw) == height * (1 + 3 * width)
+
+
+def test_the_curve_file_is_thinned_and_rounded():
+    n = 1234
+    curve = {"step": list(range(1, n + 1)), "train_loss": [1.0 + (i % 2) / 3 for i in range(n)],
+             "lr": [i / n for i in range(1, n + 1)], "grad_norm": [2.0] * n, "valid_step": [600, 1234],
+             "valid_loss": [1.23456789, 1.1], "unigram_loss": 4.44444444, "seconds": 1.0}
+    small = compact(thin(curve, max_points=500))
+    assert small["every"] == 3 and len(small["step"]) == len(small["train_loss"]) == 412
+    assert small["step"][:2] == [3, 6] and small["step"][-1] == n
+    assert small["lr"][-1] == 1.0 and small["grad_norm"][0] == 2.0
+    assert small["train_loss"][0] == round((1 + 4 / 3 + 1) / 3, 3)  # the mean of its block, 4 digits
+    assert small["valid_loss"] == [1.235, 1.1] and small["unigram_loss"] == 4.444
+    assert thin(curve, max_points=n)["train_loss"] == curve["train_loss"]

@@ -124,8 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     model.save(out)
     stem = out.with_suffix("")
     curve_dict = compact(curve.to_dict())
-    Path(f"{stem}_loss.json").write_text(json.dumps(curve_dict, separators=(",", ":")) + "\n", encoding="utf-8")
-    loss_curve_png(curve_dict, f"{stem}_loss.png")
+    small = compact(thin(curve.to_dict()))
+    Path(f"{stem}_loss.json").write_text(json.dumps(small, separators=(",", ":")) + "\n", encoding="utf-8")
+    loss_curve_png(curve_dict, f"{stem}_loss.png")  # the plots from every step
     loss_curve_html(curve_dict, f"{stem}_loss.html")
     Path(f"{stem}_metrics.json").write_text(json.dumps(training, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     print(json.dumps({k: v for k, v in training.items() if k != "config"}, indent=1, sort_keys=True))
@@ -135,10 +136,29 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def thin(curve: dict, max_points: int = 500) -> dict:
+    """The per-step series (train loss, gradient norm: means over blocks of `every` steps; learning rate: at
+    the block's last step) at no more than `max_points` points; the validation points are kept as they are."""
+    n = len(curve["step"])
+    every = max(1, -(-n // max_points))
+    out = dict(curve, every=every)
+    if every == 1:
+        return out
+    ends = list(range(every, n + 1, every))
+    if not ends or ends[-1] != n:
+        ends.append(n)
+    starts = [0, *ends[:-1]]
+    out["step"] = [curve["step"][e - 1] for e in ends]
+    out["lr"] = [curve["lr"][e - 1] for e in ends]
+    for key in ("train_loss", "grad_norm"):
+        out[key] = [float(np.mean(curve[key][a:b])) for a, b in zip(starts, ends, strict=True)]
+    return out
+
+
 def compact(curve: dict) -> dict:
-    """The curve with its floats rounded to 5 significant digits (keeps the JSON small)."""
+    """The curve with its floats rounded to 4 significant digits (keeps the JSON small)."""
     def r(value):
-        return float(f"{value:.5g}") if isinstance(value, float) else value
+        return float(f"{value:.4g}") if isinstance(value, float) else value
 
     return {k: [r(v) for v in vals] if isinstance(vals, list) else r(vals) for k, vals in curve.items()}
 

@@ -16,27 +16,35 @@ What the language contains (templates, i.e. the productions of ``S``)
                    "some foxes slept in the garden ." — subject NPs may carry a PP or a relative clause
                    whose noun is an *attractor*; the verb agrees with the head noun.
 * ``coordination`` two simple clauses joined by "and", "but", ", and", ", but" (same tense).
-* ``pronoun``      "the cat chased the balls because it was hungry ." — two nouns of DIFFERENT number, so
-                   the pronoun ("it"/"they") has exactly one possible referent; the copula agrees with the
-                   pronoun, and the adjective must fit the referent's semantic class.
+* ``pronoun``      "the cat chased the balls because it was hungry ." / "the cat chased the balls because
+                   they rolled ." — two nouns of DIFFERENT number, so the pronoun ("it"/"they") has exactly
+                   one possible referent; the copula or verb agrees with the pronoun, and the adjective
+                   after the copula, or the intransitive verb right after the pronoun, must fit the
+                   referent's semantic class.
 * ``possessive``   "the dog near the cats lost its bone ." — "its"/"their" agrees with the subject.
 
 Agreement everywhere: was/were, is/are, present-tense verbs (chases/chase), determiners (this/these,
 one/two...), possessives. Selection: verbs restrict the class (animal, person, thing) of subject and
-object, and predicate adjectives are class-specific (animals and people are hungry or happy, things are
-broken or wet); a few general adjectives (big, red, ...) fit everything.
+object, predicate adjectives are class-specific (animals and people are hungry or happy, things are
+broken or wet), and so are intransitive verbs (animals and people sleep or run, things roll or fall);
+a few general adjectives (big, red, ...) fit everything.
 
 Why the pronoun task is built this way
 --------------------------------------
 "the cat chased the dogs because ___" is genuinely open: both "it" and "they" are grammatical, so the
 pronoun choice is not a test item. What *is* forced after the pronoun:
-  1. the copula ("because they ___" → were), a local agreement with the pronoun (kind ``pronoun_verb``);
-  2. the adjective after it ("the dog chased the balls because they were ___" → broken/heavy/..., not
-     hungry), which depends on which noun the pronoun refers to, found by matching number. When the two
-     nouns have different classes this is a decision (kind ``referent``) that the model can only get
-     right by resolving the pronoun, which is what makes a pronoun→referent attention pattern useful to
-     it. `Sentence.pronoun_index`, `referent_index` and `other_index` let a trainer measure attention from
-     the pronoun (or the copula after it) to the referent versus the other noun.
+  1. the copula or present-tense verb ("because they ___" → were / roll), a local agreement with the
+     pronoun (kind ``pronoun_verb``);
+  2. the class of what follows: in "the dog chased the balls because they ___" the next word is either
+     the copula or an intransitive verb, and the verb must suit the referent (rolled/fell/..., not
+     slept: kind ``referent_verb``); after the copula, the adjective must ("... because they were ___" →
+     broken/heavy/..., not hungry: kind ``referent``). Which noun the pronoun refers to is found by
+     matching number. When the two nouns have different classes these are decisions the model can only
+     get right by resolving the pronoun — the verb one *at the pronoun's own position*, which is what
+     makes an attention pattern from the pronoun to its referent useful to it (without the verb
+     sentences the word after a pronoun would always be the copula, which the pronoun alone decides).
+     `Sentence.pronoun_index`, `referent_index` and `other_index` let a trainer measure attention from
+     the pronoun (or the word after it) to the referent versus the other noun.
 Pronoun sentences use animals and things only, since "it" would be wrong for a singular person.
 
 Train/validation split
@@ -45,7 +53,8 @@ The split is by held-out (subject noun, verb) combinations, with the copula coun
 `held_out_pairs()` picks, with a fixed seed (`SPLIT_SEED`, independent of the sampling seed so that
 train and valid sets drawn with any seeds never leak), about a fifth of the compatible subject nouns of
 every verb. In a training sentence no subject–verb pair (main clauses, relative clauses, whose subject
-is the modified noun; not the pronoun clause) is held out; in a validation sentence every one is.
+is the modified noun; not the clause after "because", whose subject is the pronoun) is held out; in a
+validation sentence every one is.
 
 What `parses` accepts
 ---------------------
@@ -131,9 +140,15 @@ INTRANSITIVE: dict[str, tuple[str, str, str, str]] = {
     "wait": ("waited", "waits", "wait", "ap"),
     "jump": ("jumped", "jumps", "jump", "ap"),
     "eat": ("ate", "eats", "eat", "ap"),
-    "fall": ("fell", "falls", "fall", "apt"),
+    "fall": ("fell", "falls", "fall", "t"),
     "roll": ("rolled", "rolls", "roll", "t"),
+    "break": ("broke", "breaks", "break", "t"),
+    "sink": ("sank", "sinks", "sink", "t"),
+    "spin": ("spun", "spins", "spin", "t"),
 }
+# Intransitive verbs are either for living things or for things, never both, so that after "because it" the
+# verb tells which noun the pronoun refers to (see `_annotate_pronoun`).
+assert all(subj in ("ap", "t") for *_, subj in INTRANSITIVE.values())
 COPULA = {("past", "sg"): "was", ("past", "pl"): "were", ("pres", "sg"): "is", ("pres", "pl"): "are"}
 
 GENERAL_ADJECTIVES = ("big", "small", "old", "little", "black", "white", "brown", "red")
@@ -153,7 +168,8 @@ PRONOUN = {"sg": "it", "pl": "they"}
 POSSESSIVE = {"sg": "its", "pl": "their"}
 
 TEMPLATES = ("simple", "coordination", "pronoun", "possessive")
-DECISION_KINDS = ("verb", "rc_verb", "pronoun_verb", "referent", "possessive")
+DECISION_KINDS = ("verb", "rc_verb", "pronoun_verb", "referent", "referent_verb", "possessive")
+PRONOUN_VERB_WEIGHT = 2.0  # "because it rolled ." relative to "because it was wet ." (weight 1)
 
 
 def _other(number: str) -> str:
@@ -189,6 +205,12 @@ def _verb_form(forms: Sequence[str], tense: str, number: str) -> str:
     if tense == "past":
         return forms[0]
     return forms[1] if number == "sg" else forms[2]
+
+
+# class -> the intransitive verbs (lemmas) it can be the subject of; disjoint for living things and things
+CLASS_INTRANSITIVES: dict[str, tuple[str, ...]] = {
+    cls: tuple(lemma for lemma, (*_, subj) in INTRANSITIVE.items() if code in subj)
+    for code, cls in _CLASS_CODE.items()}
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -293,7 +315,8 @@ def _grammar_rules() -> list[Rule]:
                 add(vp, f"COP.{t}.{n}@verb LOC")
                 add(f"CL.{t}", f"NP.{n}.{c}@subj {vp}")
         # pronoun clause: subject and object differ in number, so the pronoun has exactly one referent,
-        # and the adjective after the copula has to suit that referent's class
+        # and either the adjective after the copula or the intransitive verb right after the pronoun has to
+        # suit that referent's class
         # (subject class, object class) weights: mostly animal/thing mixes, where the adjective tells
         # the two nouns apart; only "strike"/"bump" take a thing as subject, so those are rarer
         class_pairs = {("animal", "thing"): 4.0, ("animal", "animal"): 2.0, ("thing", "animal"): 2.0,
@@ -303,9 +326,11 @@ def _grammar_rules() -> list[Rule]:
             for (c1, c2), weight in class_pairs.items():
                 for x in NUMBERS:
                     referent_class = c1 if x == a else c2
-                    add(f"PRONCL.{t}",
-                        f"NPS.{a}.{c1}@subj TV.{t}.{a}.{c1}.{c2}@verb NPS.{b}.{c2}@obj BECAUSE "
-                        f"PRON.{x}@pron COP.{t}.{x}@pcop PADJ.{referent_class}@radj", weight)
+                    clause = f"NPS.{a}.{c1}@subj TV.{t}.{a}.{c1}.{c2}@verb NPS.{b}.{c2}@obj BECAUSE PRON.{x}@pron"
+                    add(f"PRONCL.{t}", f"{clause} COP.{t}.{x}@pcop PADJ.{referent_class}@radj", weight)
+                    # the word right after the pronoun depends on the referent: "because it rolled / slept"
+                    add(f"PRONCL.{t}", f"{clause} IV.{t}.{x}.{referent_class}@rverb",
+                        weight * PRONOUN_VERB_WEIGHT)
         for n in NUMBERS:
             for m in NUMBERS:
                 add(f"POSSCL.{t}", f"NP.{n}.animal@subj TV.{t}.{n}.animal.thing@verb POSS.{n}@poss "
@@ -541,7 +566,7 @@ class _Generator:
                 word = self.tokens[pos]
                 self.decisions.append(
                     Decision("possessive", pos, word, FLIP[word], subj, self._attractor(subj, attrs)))
-            elif tag == "pcop":
+            elif tag == "pcop" or (tag == "rverb" and ".pres." in symbol):  # past verbs do not agree
                 word, pron = self.tokens[pos], at["pron"]
                 assert pron is not None
                 self.decisions.append(Decision("pronoun_verb", pos, word, FLIP[word], pron))
@@ -550,17 +575,31 @@ class _Generator:
         return head, found
 
     def _annotate_pronoun(self, at: dict[str, int | None]) -> None:
-        pron, s, o, adj = at["pron"], at["subj"], at["obj"], at["radj"]
-        assert pron is not None and s is not None and o is not None and adj is not None
+        pron, s, o = at["pron"], at["subj"], at["obj"]
+        assert pron is not None and s is not None and o is not None
         number = "sg" if self.tokens[pron] == "it" else "pl"
         referent, other = (s, o) if NOUN_INFO[self.tokens[s]][0] == number else (o, s)
         self.pronoun_info = (pron, referent, other)
         ref_cls, other_cls = NOUN_INFO[self.tokens[referent]][1], NOUN_INFO[self.tokens[other]][1]
-        ref_adjs, other_adjs = PREDICATE_ADJECTIVES[ref_cls], PREDICATE_ADJECTIVES[other_cls]
-        if ref_adjs != other_adjs:  # otherwise the adjective does not tell the nouns apart
-            word = self.tokens[adj]
-            wrong = other_adjs[ref_adjs.index(word)]
-            self.decisions.append(Decision("referent", adj, word, wrong, referent))
+        if "radj" in at:  # "because it was wet"
+            adj = at["radj"]
+            assert adj is not None
+            ref_adjs, other_adjs = PREDICATE_ADJECTIVES[ref_cls], PREDICATE_ADJECTIVES[other_cls]
+            if ref_adjs != other_adjs:  # otherwise the adjective does not tell the nouns apart
+                word = self.tokens[adj]
+                wrong = other_adjs[ref_adjs.index(word)]
+                self.decisions.append(Decision("referent", adj, word, wrong, referent))
+        else:  # "because it rolled"
+            verb = at["rverb"]
+            assert verb is not None
+            ref_verbs, other_verbs = CLASS_INTRANSITIVES[ref_cls], CLASS_INTRANSITIVES[other_cls]
+            if ref_verbs != other_verbs:  # otherwise the verb does not tell the nouns apart
+                word = self.tokens[verb]
+                lemma = VERB_LEMMA[word]
+                counterpart = other_verbs[ref_verbs.index(lemma) % len(other_verbs)]
+                tense = "past" if word == INTRANSITIVE[lemma][0] else "pres"
+                wrong = _verb_form(INTRANSITIVE[counterpart], tense, number)
+                self.decisions.append(Decision("referent_verb", verb, word, wrong, referent))
 
 
 def _check_templates(templates: Sequence[str] | None) -> tuple[str, ...]:
@@ -641,14 +680,18 @@ def agreement_cases(split: Split, n: int, seed: int = 0, kinds: Sequence[str] | 
 
     Kinds: "verb" (was/were, is/are or a present verb after the subject, possibly across an attractor),
     "rc_verb" (present verb in a relative clause agreeing with the modified noun), "pronoun_verb"
-    ("because they" → were), "referent" (the adjective after "because it was" must suit the noun the
-    pronoun refers to; `wrong` is an adjective of the other noun's class) and "possessive" (its/their).
+    ("because they" → were, "because it" → rolls), "referent" (the adjective after "because it was" must
+    suit the noun the pronoun refers to; `wrong` is an adjective of the other noun's class),
+    "referent_verb" (the intransitive verb right after the pronoun, "because it" → rolled, must suit the
+    referent's class; `wrong` is a verb of the other noun's class in the same form) and "possessive"
+    (its/their).
     """
     wanted = tuple(kinds) if kinds is not None else DECISION_KINDS
     if not wanted or any(k not in DECISION_KINDS for k in wanted):
         raise ValueError(f"kinds must be a non-empty subset of {DECISION_KINDS}, got {kinds!r}")
     # only templates that can produce the wanted kinds, so that rare kinds do not take long to collect
-    templates = {"pronoun_verb": ("pronoun",), "referent": ("pronoun",), "possessive": ("possessive",),
+    templates = {"pronoun_verb": ("pronoun",), "referent": ("pronoun",), "referent_verb": ("pronoun",),
+                 "possessive": ("possessive",),
                  "verb": ("simple", "coordination"), "rc_verb": ("simple", "coordination", "possessive")}
     chosen = sorted({t for k in wanted for t in templates[k]}, key=TEMPLATES.index)
     gen = _Generator(random.Random(seed), split)
@@ -752,7 +795,8 @@ def parses(tokens: Sequence[str]) -> bool:
     "." is derivable from S — the same rules the generator uses, so with number agreement (subject–verb
     including across attractors, determiner–noun, pronoun–copula, possessive–subject), one tense per
     sentence, the verbs' and predicate adjectives' class restrictions, and in pronoun sentences nouns of
-    different number with the adjective suiting the noun whose number the pronoun has. Any other token
+    different number with the adjective after the copula, or the verb after the pronoun, suiting the
+    class of the noun whose number the pronoun has. Any other token
     (`<pad>`, `<unk>`, an unknown word, `<start>` inside a sentence) makes it a non-parse. The split
     is not part of the grammar: held-out combinations parse.
     """

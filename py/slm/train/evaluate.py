@@ -3,7 +3,8 @@
 * validation cross-entropy vs. the unigram baseline;
 * agreement: at a decision point the grammar's form gets a higher probability than its other-number twin;
 * grammaticality of sampled continuations (corpus.parses);
-* the pronoun head: attention from "it"/"they" to the noun it refers to, per (layer, head).
+* the pronoun head: attention from "it"/"they" (and from the word after it) to the noun it refers to, per
+  (layer, head).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from . import corpus
 from .backward import cross_entropy, next_token_targets
 
 AGREEMENT_KINDS = ("verb", "rc_verb", "pronoun_verb", "possessive")  # the number agreements
+REFERENT_KINDS = ("referent", "referent_verb")  # the semantic class of the pronoun's referent
 EVAL_SEED = 20240  # a seed for every held-out sample below; not used for training data
 
 
@@ -63,10 +65,11 @@ class Agreement:
 
 
 def agreement(model: Model, n_per_kind: int = 200, seed: int = EVAL_SEED,
-              kinds: Sequence[str] = (*AGREEMENT_KINDS, "referent")) -> Agreement:
+              kinds: Sequence[str] = (*AGREEMENT_KINDS, *REFERENT_KINDS)) -> Agreement:
     """For held-out decision points of each kind: does the correct form get more probability than the wrong
-    one? `accuracy` pools the number-agreement kinds (AGREEMENT_KINDS); "referent" (the adjective after the
-    pronoun's copula must suit the referent noun's class) is reported on its own."""
+    one? `accuracy` pools the number-agreement kinds (AGREEMENT_KINDS); the REFERENT_KINDS (the adjective
+    after the pronoun's copula, or the verb right after the pronoun, must suit the referent noun's class)
+    are reported on their own."""
     by_kind, n, failures = {}, {}, []
     pooled_right = pooled_total = 0
     for k, kind in enumerate(kinds):
@@ -132,7 +135,7 @@ def sample_parse_rate(model: Model, n: int = 100, temperature: float = 0.8, seed
 class PronounHeads:
     to_referent: np.ndarray  # (L, H) mean attention from the pronoun to its referent noun
     to_other: np.ndarray  # (L, H) ... to the other noun
-    copula_to_referent: np.ndarray  # (L, H) from the copula after the pronoun to the referent
+    copula_to_referent: np.ndarray  # (L, H) from the word after the pronoun (copula or verb) to the referent
     copula_to_other: np.ndarray  # (L, H) ... to the other noun
     n: int
 
@@ -144,13 +147,15 @@ class PronounHeads:
 
     @property
     def best_copula(self) -> tuple[int, int]:
-        """The head attending most from the copula after the pronoun ("because it was") to the referent."""
+        """The head attending most from the word after the pronoun ("because it was", "because it rolled") to
+        the referent."""
         layer, head = np.unravel_index(int(np.argmax(self.copula_to_referent)), self.copula_to_referent.shape)
         return int(layer), int(head)
 
     def choice(self, threshold: float = 0.5) -> tuple[int, int, str]:
         """(layer, head, query) to show a learner: the best head from the pronoun if it reaches `threshold`,
-        else whichever of the two query positions ("pronoun" or "copula") has the stronger head."""
+        else whichever of the two query positions ("pronoun" or "copula", i.e. the word after the pronoun) has
+        the stronger head."""
         (pl, ph), (cl, ch) = self.best, self.best_copula
         pronoun, copula = self.to_referent[pl, ph], self.copula_to_referent[cl, ch]
         if pronoun >= threshold or pronoun >= copula:
