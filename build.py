@@ -209,12 +209,31 @@ def official_lock(pkg: Path) -> dict:
 # (extracted from these same wheels); the Python side only builds URLs to them.
 SLIM_RULES: dict[str, tuple[str, ...]] = {
     "panel": (r"panel/dist/", r"panel/tests/", r"panel/package-lock\.json$", r"panel/command/",
-              r"panel/_templates/.*\.(ico|png)$", r"\.map$", r"\.d\.ts$"),
+              r"panel/_templates/.*\.(ico|png)$", r"\.map$", r"\.d\.ts$",
+              # TypeScript sources of panel.min.js and their build configs (package.json is read: keep it)
+              r"^panel/.*\.ts$", r"^panel/styles/.*\.less$", r"^panel/(eslint\.config\.js|tsconfig\.json)$"),
     "bokeh": (r"bokeh/server/static/", r"bokeh/sphinxext/", r"bokeh/sampledata/",
               r"bokeh/_sri/(?!{version}\.json)",  # resources.py reads the running version's hashes
               r"bokeh/command/", r"\.map$", r"\.d\.ts$"),
     "*": (r"(^|/)tests?/", r"\.pyi$", r"(^|/)py\.typed$"),
 }
+
+
+# Vendored wasm wheels (--pyodide-packages): what neither `import numpy` nor the app imports (checked: sys.modules
+# after visiting every view and generating; numpy 2.2 imports fft, polynomial, testing, typing, f2py and ctypeslib
+# lazily, on attribute access). Pyodide loads every extension module of a package while installing it, so an
+# unused .so (numpy.fft's _pocketfft_umath, linalg's lapack_lite) costs download *and* wasm compile time.
+VENDORED_SLIM_RULES: dict[str, tuple[str, ...]] = {
+    "numpy": (r"^numpy/(f2py|fft|polynomial|testing|typing|_pyinstaller|_core/include|_core/lib|random/_examples"
+              r"|random/lib)/", r"^numpy/linalg/lapack_lite\.", r"^numpy/(conftest|_configtool)\.",
+              r"^numpy/ma/API_CHANGES\.txt$"),
+    "*": (r"(^|/)tests?/", r"\.(pyi|pxd|pyx|c|h|a)$", r"(^|/)py\.typed$", r"\.dist-info/entry_points\.txt$"),
+}
+
+
+def vendored_filter(dist: str) -> Callable[[str], bool]:
+    pats = [re.compile(p) for p in VENDORED_SLIM_RULES.get(dist, ()) + VENDORED_SLIM_RULES["*"]]
+    return lambda name: not any(p.search(name) for p in pats)
 
 
 def slim_filter(dist: str, version: str) -> Callable[[str], bool]:
@@ -338,11 +357,24 @@ def process_wheel(pkg: Path, name: str, src: Path | None, out_dir: Path, make_tr
 
 # Standard-library modules nothing in the worker imports (checked: sys.modules after visiting every view and
 # generating): debuggers, REPL, mail/ftp/xmlrpc clients, multiprocessing (no processes in a browser), ...
+# A module stays if anything imported in the worker imports it, even lazily on a rare path (checked against the
+# sources of every module in sys.modules): e.g. _strptime, _pylong, configparser (param.version), csv, idna.
 STDLIB_DROP = re.compile(
     r"^(multiprocessing|_pyrepl|pydoc_data|xmlrpc|wsgiref|idlelib|turtledemo|tkinter|lib2to3|ensurepip|venv"
-    r"|curses|dbm|sqlite3)/"
+    r"|curses|dbm|sqlite3|xml|tomllib|email/mime|ctypes/macholib)/"
     r"|^(pydoc|pdb|bdb|doctest|_pyio|mailbox|pickletools|imaplib|smtplib|ftplib|poplib|nntplib|trace"
-    r"|modulefinder|wave|turtle|zipapp|tabnanny|cgi|cgitb)\.py$")
+    r"|modulefinder|wave|turtle|zipapp|tabnanny|cgi|cgitb"
+    # nothing imports these (datetime and zoneinfo use their C versions; no processes, sockets or Windows)
+    r"|_pydatetime|optparse|plistlib|statistics|tracemalloc|socketserver|compileall|symtable|pyclbr|fileinput"
+    r"|filecmp|netrc|shelve|graphlib|sched|code|codeop|cmd|timeit|getpass|rlcompleter|pty|_py_abc"
+    r"|_threading_local|_android_support|_apple_support|_osx_support|_aix_support|nturl2path"
+    r"|http/(server|cookiejar|cookies)|urllib/robotparser|logging/(handlers|config)|json/tool"
+    r"|asyncio/(proactor_events|windows_events|windows_utils|__main__)|concurrent/futures/process"
+    r"|email/(_header_value_parser|headerregistry|contentmanager|policy)|zoneinfo/_zoneinfo"
+    r"|ctypes/(_aix|wintypes)|sysconfig/__main__"
+    # codecs for legacy code pages (the worker only meets UTF-8; cp437 is zipfile's, cp1252 the web's default)
+    r"|encodings/(cp(?!437\.|1252\.)\d+|mac_\w+|iso8859_\d+|koi8_\w|big5\w*|euc_\w+|gb\w+|hz|iso2022_\w+|johab"
+    r"|shift_jis\w*|kz1048|ptcp154|tis_620|palmos|hp_roman8|mbcs|oem|rot_13|uu_codec|bz2_codec))\.py$")
 # Docstrings and asserts out of the stdlib bytecode (-OO): CPython's stdlib supports it; third-party packages
 # keep theirs (Bokeh and param read docstrings).
 STDLIB_OPTIMIZE = 2
@@ -510,8 +542,12 @@ def build(site: Path = SITE, py_dir: Path = PY_DIR, pyodide_packages: Path | Non
             # A vendored wasm build replaces the pure-Python fallback built above (e.g. MarkupSafe).
             for other in [k for k, v in lock["sdists"].items() if v["dist_name"].lower() == name]:
                 entries.pop(other)["path"].unlink()
-            shutil.copyfile(vendored[name], pub / vendored[name].name)
-            entries[name] = {"name": name, "version": e["version"], "path": pub / vendored[name].name,
+            whl = vendored[name]
+            rules = (VENDORED_SLIM_RULES.get(name), VENDORED_SLIM_RULES["*"])
+            key = f"{PROCESS_VERSION}|vendored|{sha256_file(whl)}|{rules}"
+            made = process_wheel(pkg, name, whl, pub, functools.partial(unpack, whl, keep=vendored_filter(name)),
+                                 whl.name, key, None)
+            entries[name] = {"name": name, "version": e["version"], "path": made,
                              "imports": official["packages"][name]["imports"]}
         elif e.get("required"):
             remote[name] = {"name": name, "version": e["version"], "url": cdn + e["file"], "sha256": e["sha256"],

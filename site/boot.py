@@ -3,7 +3,7 @@
 worker.js runs this file with these names set: ``location_json`` (the page's ``window.location`` as JSON,
 query string included), ``app_module`` and ``panel_cdn_root``. The value of the last expression goes to the
 page as Panel's 'render' message. ``apply_patch``, ``link_docs`` and ``set_location`` are called by worker.js
-for the 'patch', 'rendered' and 'location' messages.
+for the 'patch', 'rendered' and 'location' messages, ``render_hidden_tabs`` right after 'ready'.
 """
 
 import importlib
@@ -50,8 +50,23 @@ _t = time.perf_counter()
 app = importlib.import_module(app_module)  # noqa: F821 - set by worker.js
 timings["import_app"] = time.perf_counter() - _t
 _t = time.perf_counter()
-app.create_app().servable()
+_root = app.create_app().servable()
 timings["create_app"] = time.perf_counter() - _t
+
+# The first document holds only the visible tab of each pn.Tabs: fewer Bokeh models to serialize here and to
+# embed on the page. render_hidden_tabs() (called by worker.js right after 'ready') renders the other tabs, which
+# reach the page as one patch, before the learner can click one.
+_lazy_tabs = [t for t in _root.select(panel.Tabs) if not t.dynamic]
+for _tabs in _lazy_tabs:
+    _tabs.dynamic = True
+
+
+def render_hidden_tabs() -> None:
+    for tabs in _lazy_tabs:
+        tabs.dynamic = False
+    _lazy_tabs.clear()
+
+
 _t = time.perf_counter()
 _rendered = await write_doc()  # noqa: F704 - top-level await: run by pyodide.runPythonAsync
 timings["write_doc"] = time.perf_counter() - _t

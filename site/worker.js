@@ -160,6 +160,7 @@ async function start(msg) {
     const assets = failedAssets((u) => u.startsWith(root));
     throw new SiteError("Pyodide runtime", assets || String(e.message || e));
   }
+  self.sitePyodide = pyodide; // for the tests and the benchmark (Playwright evaluates in the worker)
   bytes.runtime += manifest.files["build/pyodide/pyodide.asm.js"].size; // imported as a module: not fetched
   reportProgress();
   timings.runtime = performance.now() - t0;
@@ -222,6 +223,7 @@ self.onmessage = async (event) => {
     } else if (msg.type === "rendered") {
       py.get("link_docs")(sendPatch);
       post({ type: "ready", heapBytes: heapBytes(), loaded: Object.keys(pyodide.loadedPackages) });
+      py.get("render_hidden_tabs")();
     } else if (msg.type === "patch") {
       try {
         await py.get("apply_patch")(msg.patch);
