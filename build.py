@@ -42,7 +42,7 @@ SHELL_FILES = ("index.html", "embed.html", "loader.js", "worker.js", "boot.py", 
 # The runtime default for packages that are not vendored (binary wasm wheels such as NumPy).
 PYODIDE_CDN = "https://cdn.jsdelivr.net/pyodide/v{version}/full/"
 # Bump when the processing below changes, so cached slimmed/compiled wheels are rebuilt.
-PROCESS_VERSION = "4"
+PROCESS_VERSION = "5"
 # Relative to the page: Panel's document JSON names its CSS under this prefix (see worker.js / boot.py).
 PANEL_CDN_ROOT = "./build/vendor/"
 # BokehJS bundles the main thread loads, in order (panel.min.js last: it extends the Bokeh global).
@@ -215,8 +215,51 @@ SLIM_RULES: dict[str, tuple[str, ...]] = {
     "bokeh": (r"bokeh/server/static/", r"bokeh/sphinxext/", r"bokeh/sampledata/",
               r"bokeh/_sri/(?!{version}\.json)",  # resources.py reads the running version's hashes
               r"bokeh/command/", r"\.map$", r"\.d\.ts$"),
+    # Only packaging.version is imported (by panel and bokeh); only these four markdown-it plugins (by panel's
+    # Markdown pane); tqdm's integrations with other libraries are not.
+    "packaging": (r"^packaging/(?!(__init__|version|_structures)\.py$)",),
+    "mdit-py-plugins": (r"^mdit_py_plugins/(?!(__init__|utils)\.py$|(anchors|deflist|footnote|tasklists)/)",),
+    "tqdm": (r"^tqdm/(contrib/|(keras|dask|rich|tk|notebook|autonotebook|auto)\.py$|tqdm\.1$)",),
     "*": (r"(^|/)tests?/", r"\.pyi$", r"(^|/)py\.typed$"),
 }
+
+# Packages the site does not ship. A module that imports one of them unconditionally (at the top level, directly
+# or through another such module) raises ImportError in the worker whether or not it is shipped: e.g.
+# panel.io.server and bokeh.server.* (tornado), panel.io.ipywidget (ipywidgets). Those are left out.
+NOT_SHIPPED = ("tornado", "ipywidgets", "ipykernel", "jupyter_client", "jupyter_server", "fastapi", "starlette",
+               "django")
+_TOP_IMPORT = re.compile(r"^(?:from\s+(\.*)([\w.]*)\s+import\s+\(?([\w, ]+)|import\s+([\w.]+))", re.M)
+
+
+def drop_unimportable(tree: Path) -> list[str]:
+    """Remove the modules of ``tree`` that cannot be imported without a package in NOT_SHIPPED; returns them."""
+    modules: dict[str, Path] = {}
+    for py in tree.rglob("*.py"):
+        rel = py.relative_to(tree).with_suffix("")
+        modules[".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)] = py
+    imports: dict[str, set[str]] = {}
+    for mod, py in modules.items():
+        pkg = mod if py.name == "__init__.py" else mod.rpartition(".")[0]
+        found: set[str] = set()
+        for dots, name, names, plain in _TOP_IMPORT.findall(py.read_text(errors="replace")):
+            if plain:
+                found.add(plain)
+                continue
+            base = pkg.split(".")[: len(pkg.split(".")) - max(len(dots) - 1, 0)] if dots else []
+            full = ".".join(base + ([name] if name else []))
+            found.add(full)
+            found.update(f"{full}.{n}" for n in re.findall(r"\w+", names))
+        imports[mod] = found
+    dead: set[str] = set()
+    while True:
+        new = {m for m, found in imports.items() if m not in dead
+               and any(i.split(".")[0] in NOT_SHIPPED or i in dead for i in found)}
+        if not new:
+            break
+        dead |= new
+    for mod in dead:
+        modules[mod].unlink()
+    return sorted(dead)
 
 
 # Vendored wasm wheels (--pyodide-packages): what neither `import numpy` nor the app imports (checked: sys.modules
@@ -250,6 +293,11 @@ def unpack(whl: Path, dest: Path, keep: Callable[[str], bool]) -> None:
             target = dest / info.filename
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(zf.read(info))
+
+
+def unpack_importable(whl: Path, dest: Path, keep: Callable[[str], bool]) -> None:
+    unpack(whl, dest, keep)
+    drop_unimportable(dest)
 
 
 def pack_wheel(src: Path, out: Path) -> None:
@@ -518,8 +566,9 @@ def build(site: Path = SITE, py_dir: Path = PY_DIR, pyodide_packages: Path | Non
     pub = out / "wheels"
     for name, whl in wheels.items():
         e = lock["wheels"][name]
-        key = f"{PROCESS_VERSION}|{e['sha256']}|{SLIM_RULES.get(name)}|{SLIM_RULES['*']}"
-        made = process_wheel(pkg, name, whl, pub, functools.partial(unpack, whl, keep=slim_filter(name, e["version"])),
+        key = f"{PROCESS_VERSION}|{e['sha256']}|{SLIM_RULES.get(name)}|{SLIM_RULES['*']}|{NOT_SHIPPED}"
+        made = process_wheel(pkg, name, whl, pub, functools.partial(unpack_importable, whl,
+                                                                    keep=slim_filter(name, e["version"])),
                              e["file"], key, "legacy", WHEEL_OPTIMIZE)
         entries[name] = {"name": name, "version": e["version"], "path": made, "imports": e["imports"]}
     for name, sd in sdists.items():

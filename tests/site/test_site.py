@@ -69,6 +69,47 @@ def test_wheels_are_slimmed_and_compiled(cdn_site: Path) -> None:
     assert (cdn_site / "build/vendor/1.9.4/dist/bundled/theme/default.css").is_file()
 
 
+def test_vendored_wheels_are_slimmed_with_their_hash_in_the_lock(tmp_path: Path) -> None:
+    """--pyodide-packages: NumPy loses what nothing imports; the served (slimmed) file's sha256 is in the lock."""
+    import build
+
+    keep = build.vendored_filter("numpy")
+    for name in ("numpy/__init__.pyc", "numpy/_core/_multiarray_umath.cpython-313-wasm32-emscripten.so",
+                 "numpy/linalg/_umath_linalg.cpython-313-wasm32-emscripten.so", "numpy/random/_pcg64.cpython-313"
+                 "-wasm32-emscripten.so", "numpy/ma/core.pyc", "numpy/_typing/_shape.pyc", "numpy/ctypeslib.pyc",
+                 "numpy-2.2.5.dist-info/METADATA"):
+        assert keep(name), name
+    for name in ("numpy/fft/_pocketfft_umath.cpython-313-wasm32-emscripten.so", "numpy/f2py/__init__.pyc",
+                 "numpy/polynomial/__init__.pyc", "numpy/testing/__init__.pyc", "numpy/typing/__init__.pyc",
+                 "numpy/_core/include/numpy/ndarraytypes.h", "numpy/__init__.pyi", "numpy/__init__.pxd",
+                 "numpy/linalg/lapack_lite.cpython-313-wasm32-emscripten.so", "numpy/random/lib/libnpyrandom.a"):
+        assert not keep(name), name
+    # The stdlib keeps what Python needs at start and what imported modules import lazily.
+    for name in ("encodings/utf_8.py", "encodings/aliases.py", "encodings/cp437.py", "encodings/idna.py",
+                 "encodings/latin_1.py", "_strptime.py", "_pylong.py", "configparser.py", "csv.py",
+                 "email/parser.py", "http/client.py", "asyncio/base_events.py", "unittest/__init__.py"):
+        assert not build.STDLIB_DROP.search(name), name
+    for name in ("encodings/cp1251.py", "encodings/big5.py", "xml/dom/minidom.py", "_pydatetime.py",
+                 "http/server.py", "email/_header_value_parser.py"):
+        assert build.STDLIB_DROP.search(name), name
+
+
+def test_modules_that_need_an_unshipped_package_are_dropped(tmp_path: Path) -> None:
+    import build
+
+    files = {"pkg/__init__.py": "from .core import x\n", "pkg/core.py": "x = 1\n",
+             "pkg/io/__init__.py": "", "pkg/io/server.py": "import tornado\nfrom ..core import x\n",
+             "pkg/io/admin.py": "from .server import y\n",  # needs a dropped module: dropped too
+             "pkg/io/lazy.py": "def f():\n    import tornado\n",  # imported only when f() runs: kept
+             "pkg/io/optional.py": "try:\n    import ipywidgets\nexcept ImportError:\n    pass\n"}
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    assert build.drop_unimportable(tmp_path) == ["pkg.io.admin", "pkg.io.server"]
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.py")) == sorted(
+        set(files) - {"pkg/io/server.py", "pkg/io/admin.py"})
+
+
 def test_app_code_ships_as_a_wheel_not_inlined(cdn_site: Path) -> None:
     app = next((cdn_site / "build" / "wheels").glob("slm_playground-*.whl"))
     with zipfile.ZipFile(app) as zf:

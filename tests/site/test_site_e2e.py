@@ -5,11 +5,12 @@ Screenshots go to artifacts/site/.
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
 import pytest
-from conftest import Visit, built, pyodide_packages_dir, serve
+from conftest import ARTIFACTS, Visit, built, pyodide_packages_dir, serve
 
 PACKAGES = pyodide_packages_dir()
 pytestmark = pytest.mark.skipif(
@@ -67,6 +68,11 @@ def test_app_runs_generates_and_renders_with_no_external_request(browser: object
                 lengths = page.evaluate(SOURCES_JS, column)
                 assert lengths and max(lengths) > 0, (tab, lengths)
                 assert page.locator("canvas").count() > 0
+            # What the build drops (build.py: VENDORED_SLIM_RULES, STDLIB_DROP) was not needed by any view.
+            modules = visit.page.workers[0].evaluate(
+                "self.sitePyodide.runPython('import sys, json; json.dumps(sorted(sys.modules))')")
+            (ARTIFACTS / "worker-modules.json").write_text(modules)
+            assert "numpy.random" in modules and "numpy.fft" not in modules and "xml" not in json.loads(modules)
             assert visit.external == [], visit.external
             assert not [c for c in visit.console if "Content Security Policy" in c or "pageerror" in c], visit.console
         finally:
