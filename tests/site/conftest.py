@@ -10,16 +10,12 @@ import os
 import subprocess
 import sys
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "artifacts" / "site"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update"]
 READY_TIMEOUT_MS = 180_000
 
 sys.path.insert(0, str(ROOT))
@@ -62,17 +58,6 @@ def fake_numpy_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def fake_vendored_site(tmp_path_factory: pytest.TempPathFactory, fake_numpy_dir: Path) -> tuple[Path, str]:
     return built(tmp_path_factory.mktemp("fake-vendored") / "site", "--pyodide-packages", str(fake_numpy_dir))
-
-
-@pytest.fixture(scope="session")
-def browser() -> Iterator[object]:
-    playwright = pytest.importorskip("playwright.sync_api")
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is not installed")
-    with playwright.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 class Visit:
