@@ -50,21 +50,17 @@ _t = time.perf_counter()
 app = importlib.import_module(app_module)  # noqa: F821 - set by worker.js
 timings["import_app"] = time.perf_counter() - _t
 _t = time.perf_counter()
-_root = app.create_app().servable()
+app.create_app().servable()
 timings["create_app"] = time.perf_counter() - _t
-
-# The first document holds only the visible tab of each pn.Tabs: fewer Bokeh models to serialize here and to
-# embed on the page. render_hidden_tabs() (called by worker.js right after 'ready') renders the other tabs, which
-# reach the page as one patch, before the learner can click one.
-_lazy_tabs = [t for t in _root.select(panel.Tabs) if not t.dynamic]
-for _tabs in _lazy_tabs:
-    _tabs.dynamic = True
 
 
 def render_hidden_tabs() -> None:
-    for tabs in _lazy_tabs:
-        tabs.dynamic = False
-    _lazy_tabs.clear()
+    """create_app() builds only the visible view (the first document holds just that one); right after 'ready'
+    the app starts building the hidden tabs' views in the background, one at a time; each reaches the page as a
+    patch (a tab opened before that builds its view at once)."""
+    build = getattr(app, "build_hidden_views", None)
+    if build is not None:
+        build()
 
 
 _t = time.perf_counter()

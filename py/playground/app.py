@@ -6,6 +6,11 @@ panel, bokeh, param, slm and playground, so the same file runs in CPython and in
 
 from __future__ import annotations
 
+import asyncio
+import sys
+from collections.abc import Iterator, Mapping
+from typing import Any
+
 import panel as pn
 
 from playground.state import VIEWS, PlaygroundState, sync_url
@@ -19,12 +24,51 @@ from playground.views.tokens import TokenStrip
 
 pn.extension(raw_css=[STYLES], notifications=False)
 
+# Each tab's view and its label (the label is known before the view is built: a hidden tab starts as a placeholder).
+VIEW_CLASSES: dict[str, tuple[type, str]] = {
+    "generate": (GenerateView, "Generate"), "attention": (AttentionView, "Attention"),
+    "residual": (ResidualView, "Residual stream"), "next": (NextTokenView, "Next token"),
+    "lesson": (LessonView, "Lesson"),
+}
+
+# Playgrounds of this process whose hidden tabs are still placeholders, waiting for build_hidden_views() (the
+# static site calls it after 'ready'; under `panel serve` each session builds its own on load instead).
+_PENDING: list[Playground] = []
+_TASKS: set[asyncio.Future] = set()  # running build_hidden_stepwise() tasks (the loop keeps only weak references)
+
 INTRO = ("A small transformer language model, running in your browser. Type a prompt: the model reads it as tokens "
          "(<code>&lt;start&gt;</code> first), and every view below shows one part of the same forward pass.")
 
 
+class LazyViews(Mapping):
+    """name -> view, each built on first access: building a view (figures, widgets, its watchers on `trace`) is
+    most of create_app(), so only the views on screen are built up front. A view built later draws the current
+    trace at construction, like every view does."""
+
+    def __init__(self, playground: Playground) -> None:
+        self._playground = playground
+        self._built: dict[str, Any] = {}
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._built:
+            if name not in VIEW_CLASSES:
+                raise KeyError(name)
+            self._built[name] = view = VIEW_CLASSES[name][0](self._playground.state)
+            self._playground._view_built(name, view)
+        return self._built[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(VIEW_CLASSES)
+
+    def __len__(self) -> int:
+        return len(VIEW_CLASSES)
+
+
 class Playground:
-    """The state, its views, and the layout (full page, or one view alone when embedded)."""
+    """The state, its views, and the layout (full page, or one view alone when embedded).
+
+    Only the visible view is built here; a hidden tab holds an empty placeholder until it is opened or
+    build_hidden() runs (after the first render), whichever comes first."""
 
     def __init__(self, state: PlaygroundState | None = None) -> None:
         self.state = state = state or PlaygroundState()
@@ -47,19 +91,46 @@ class Playground:
         self.prompt_bar = pn.Row(self.prompt, self.generate, self.stop, self.model_select)
 
         self.tokens = TokenStrip(state)
-        self.views = {
-            "generate": GenerateView(state), "attention": AttentionView(state), "residual": ResidualView(state),
-            "next": NextTokenView(state), "lesson": LessonView(state),
-        }
-        self.tabs = pn.Tabs(*(view.panel for view in self.views.values()), dynamic=False, sizing_mode="stretch_width")
-        self.tabs.param.watch(lambda e: setattr(state, "view", VIEWS[e.new]), "active")
+        self.tabs = pn.Tabs(*(pn.Column(name=label, sizing_mode="stretch_width")
+                              for _, label in VIEW_CLASSES.values()), dynamic=False, sizing_mode="stretch_width")
+        self.views = LazyViews(self)
+        self.tabs.param.watch(self._on_tab, "active")
         state.param.watch(self._on_view, ["view", "embed"])
         self.root = pn.Column(sizing_mode="stretch_width", max_width=1000, css_classes=["pg-root"])
         self._layout()
 
+    def _view_built(self, name: str, view: Any) -> None:
+        self.tabs[VIEWS.index(name)] = view.panel  # replaces the tab's placeholder
+
+    def _on_tab(self, event: Any) -> None:
+        self.views[VIEWS[event.new]]  # noqa: B018 - builds the tab's view on first open
+        self.state.view = VIEWS[event.new]
+
+    def build_hidden(self) -> None:
+        """Build every view not built yet (held: their tabs reach the page together)."""
+        if self.state.embed:
+            return  # only the chosen view is on the page
+        views = self.views
+        with pn.io.hold():
+            for name in VIEW_CLASSES:
+                views[name]  # noqa: B018
+
+    async def build_hidden_stepwise(self, pause: float = 0.05) -> None:
+        """build_hidden() one view at a time, yielding in between and waiting while a generation streams: in the
+        static site the app's one Python thread also runs the learner's first actions (typing, Generate), which
+        then wait at most for one view instead of all of them. Used by the site after 'ready'."""
+        for name in VIEW_CLASSES:
+            await asyncio.sleep(pause)
+            while self.state.generating:
+                await asyncio.sleep(0.1)
+            if self.state.embed:
+                return
+            self.views[name]  # noqa: B018 - no-op when built already (e.g. its tab was opened)
+
     def _layout(self, *_: object) -> None:
         state = self.state
         self.tabs.active = VIEWS.index(state.view)
+        self.views[state.view]  # noqa: B018 - the visible view is always built
         if state.embed:
             # Only the chosen view, plus what it cannot work without: the prompt box for generation, the token
             # strip (to choose a position) for the views that describe one position.
@@ -92,9 +163,23 @@ class Playground:
 
 def create_app() -> pn.viewable.Viewable:
     """The root viewable of one session (the static-site build and `panel serve` both call this)."""
-    playground = Playground()
-    sync_url(playground.state)
+    state = PlaygroundState()
+    sync_url(state)  # the URL's values (view=, embed=, prompt=...) first: then only the view they show is built
+    playground = Playground(state)
+    if sys.platform == "emscripten":
+        _PENDING.append(playground)  # the static site: boot.py calls build_hidden_views() after 'ready'
+    elif pn.state.curdoc is not None:
+        pn.state.onload(playground.build_hidden)  # `panel serve`: right after the first render
     return playground.root
+
+
+def build_hidden_views() -> None:
+    """Start building the hidden tabs' views of the apps created in this process (the static site calls this
+    after 'ready'); they are built in the background, one at a time (Playground.build_hidden_stepwise)."""
+    while _PENDING:
+        task = asyncio.ensure_future(_PENDING.pop().build_hidden_stepwise())
+        _TASKS.add(task)
+        task.add_done_callback(_TASKS.discard)
 
 
 if __name__.startswith("bokeh") or __name__ == "__main__":  # `panel serve` runs this file as bokeh_app_*

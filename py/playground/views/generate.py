@@ -49,6 +49,7 @@ class GenerateView:
             pn.Row(self.max_new, self.temperature, self.top_k, self.top_p, self.seed),
             self.output, pn.Row(self.use, self.use_help), name="Generate", sizing_mode="stretch_width",
         )
+        self.update()  # built after a generation (the tab opened later): show it
 
     def update(self, *_: object) -> None:
         state = self.state
