@@ -270,7 +270,7 @@ def test_trained_model_attention_hint_and_long_prompt(page, app_url):
     labels = page.evaluate(AXIS_LABELS, "attention-large")
     assert len(labels) == 32 and labels["31"] == "were"
     page.screenshot(path=ARTIFACTS / "trained_attention_32.png", full_page=True)
-    # The hint's button selects the head and the row of the copula after the last pronoun ("they were").
+    # The hint's button selects the named head and the row it reads from (the last pronoun, "they").
     query = state.referent_query_position()
     page.get_by_role("button", name=re.compile(f"Show layer {layer} · head {head}")).click()
     page.get_by_text(f"layer {layer} · head {head}, large").wait_for(timeout=5_000)
