@@ -184,9 +184,10 @@ class AttentionView:
         copula = state.pronoun_head_query == "copula"
         reader = ("the verb right after a pronoun (<i>they <u>were</u></i>, <i>it <u>was</u></i>)" if copula
                   else "a pronoun (<i>they</i>, <i>it</i>)")
+        example_row = "were" if copula else "they"
         text = (f"<b>A head to look at: layer {layer} · head {head}.</b> Training found that from {reader} it puts "
                 "most of its weight on the noun the pronoun refers to, e.g. in <i>the cat chased the dogs because "
-                "they were</i> the row of <i>were</i> reads <i>dogs</i>.")
+                f"they were</i> the row of <i>{example_row}</i> reads <i>dogs</i>.")
         labels, position = state.tokens.labels, state.referent_query_position()
         if position is None:
             text += " This prompt has no such pronoun."
