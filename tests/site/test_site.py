@@ -13,6 +13,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+
 from conftest import ROOT, Visit, built, run_build, serve
 
 LOCK = json.loads((ROOT / "build.lock").read_text())

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from conftest import ARTIFACTS, Visit, built, pyodide_packages_dir, serve
 
 PACKAGES = pyodide_packages_dir()
