@@ -13,11 +13,11 @@ Not a timed test: it reports; the goal is p50 <= 50 ms.
 
 from __future__ import annotations
 
-import argparse
+import asyncio
 import os
-import statistics
 import time
 
+import numpy as np
 import panel as pn
 
 import slm
@@ -50,21 +50,17 @@ def measure(app: Playground, texts: list[str]) -> list[float]:
     return times
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=30)
-    args = parser.parse_args()
-    pn.extension()
-    cases = benchmark_models()
-    print(f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', '(unset)')}")
-    print(f"{'model':48} {'T':>3} {'p50 ms':>8} {'p90 ms':>8} {'forward ms':>10}")
-    for label, model in cases:
+def rows(repeats: int) -> list[tuple[str, int, float, float, float]]:
+    """(model, T, p50 ms, p90 ms, forward alone ms) for every model and length. Also run inside the static
+    site's worker by bench/browser_app_bench.py, so it uses nothing the site's trimmed stdlib may lack."""
+    out = []
+    for label, model in benchmark_models():
         state = PlaygroundState(model_name="lesson")
         app = Playground(state)
         app.build_hidden()  # every view, as after the first render: the benchmark times them all
         state.use_model(model)
         for length in sorted({min(n, model.cfg.n_ctx) for n in (8, 16, 32, 64)}):
-            texts = prompts(slm.tokenizer_for(model).vocab, length, args.repeats + 3)
+            texts = prompts(slm.tokenizer_for(model).vocab, length, repeats + 3)
             measure(app, texts[:3])  # warm up
             times = measure(app, texts[3:])
             ids = state.tokens.ids
@@ -72,9 +68,48 @@ def main() -> None:
             for _ in range(10):
                 model.forward(ids)
             forward = (time.perf_counter() - start) * 100
-            p50 = statistics.median(times)
-            p90 = statistics.quantiles(times, n=10)[-1]
-            print(f"{label:48} {len(ids):>3} {p50:8.1f} {p90:8.1f} {forward:10.2f}")
+            p50, p90 = np.percentile(times, [50, 90])
+            out.append((label, len(ids), float(p50), float(p90), forward))
+    return out
+
+
+async def generation_rate(max_new_tokens: int = 24) -> float:
+    """Tokens per second of the app's own streaming generation (shipped model, greedy), every view built: what
+    a learner sees, pauses between tokens included."""
+    state = PlaygroundState(model_name="shipped", prompt="the cat", temperature=0.0, max_new_tokens=max_new_tokens)
+    app = Playground(state)
+    app.build_hidden()
+    start = time.perf_counter()
+    await state.generate()
+    return len(state.generated) / (time.perf_counter() - start)
+
+
+def model_generation_rate(max_new_tokens: int = 31) -> float:
+    """Tokens per second of slm.generate itself (shipped model, greedy, KV cache), without the app's pauses."""
+    model = slm.load_pretrained()
+    start_id = slm.tokenizer_for(model).index["<start>"]
+    start = time.perf_counter()
+    count = sum(1 for _ in slm.generate(model, [start_id], max_new_tokens, temperature=0))
+    return count / (time.perf_counter() - start)
+
+
+def table(results: list[tuple[str, int, float, float, float]]) -> str:
+    lines = [f"{'model':48} {'T':>3} {'p50 ms':>8} {'p90 ms':>8} {'forward ms':>10}"]
+    lines += [f"{label:48} {t:>3} {p50:8.1f} {p90:8.1f} {fwd:10.2f}" for label, t, p50, p90, fwd in results]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=30)
+    args = parser.parse_args()
+    pn.extension()
+    print(f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', '(unset)')}")
+    print(table(rows(args.repeats)))
+    print(f"generation: slm.generate {model_generation_rate():.0f} tokens/s; "
+          f"in the app, streamed with its pauses: {asyncio.run(generation_rate()):.1f} tokens/s")
 
 
 if __name__ == "__main__":
