@@ -76,7 +76,7 @@ class Playground:
                                            width=420, max_length=2000)
         # Every keystroke re-runs the forward pass (it takes milliseconds); Enter also generates.
         self.prompt.param.watch(lambda e: setattr(state, "prompt", e.new), "value_input")
-        self.prompt.param.watch(self._on_enter, "enter_pressed")
+        self.prompt.param.watch(self._on_generate, "enter_pressed")
         state.param.watch(lambda e: setattr(self.prompt, "value", e.new) if self.prompt.value_input != e.new
                           else None, "prompt")
         self.generate = pn.widgets.Button(label="Generate", color="primary", width=100, margin=(26, 5, 5, 5))
@@ -151,10 +151,7 @@ class Playground:
         else:
             self.tabs.active = VIEWS.index(self.state.view)
 
-    async def _on_generate(self, _event: object = None) -> None:
-        await self.state.generate()
-
-    async def _on_enter(self, _event: object) -> None:
+    async def _on_generate(self, _event: object = None) -> None:  # the Generate button, or Enter in the prompt
         await self.state.generate()
 
     def _on_generating(self, event: object) -> None:
