@@ -38,7 +38,8 @@ LOCK = ROOT / "build.lock"
 CACHE = ROOT / ".cache"
 PY_DIR = ROOT / "py"
 # Files in site/ that are hand-written (copied when building into another folder).
-SHELL_FILES = ("index.html", "embed.html", "loader.js", "worker.js", "boot.py", "style.css", "sw.js")
+SHELL_FILES = ("index.html", "embed.html", "loader.js", "worker.js", "snapshot.js", "prelude.py", "boot.py",
+               "style.css", "sw.js")
 # The runtime default for packages that are not vendored (binary wasm wheels such as NumPy).
 PYODIDE_CDN = "https://cdn.jsdelivr.net/pyodide/v{version}/full/"
 # Bump when the processing below changes, so cached slimmed/compiled wheels are rebuilt.

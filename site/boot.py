@@ -1,29 +1,19 @@
 """Worker-side entry point: build the app's Panel document the way `panel convert --to pyodide-worker` does.
 
-worker.js runs this file with these names set: ``location_json`` (the page's ``window.location`` as JSON,
-query string included), ``app_module`` and ``panel_cdn_root``. The value of the last expression goes to the
-page as Panel's 'render' message. ``apply_patch``, ``link_docs`` and ``set_location`` are called by worker.js
-for the 'patch', 'rendered' and 'location' messages, ``render_hidden_tabs`` right after 'ready'.
+worker.js runs this file after prelude.py (which imported Panel and the app's module), in the same namespace,
+with ``location_json`` (the page's ``window.location`` as JSON, query string included) set as well. The value
+of the last expression goes to the page as Panel's 'render' message. ``apply_patch``, ``link_docs`` and
+``set_location`` are called by worker.js for the 'patch', 'rendered' and 'location' messages,
+``render_hidden_tabs`` right after 'ready'.
 """
 
 import importlib
 import json
-import os
 import time
 
-timings: dict[str, float] = {}
-_t = time.perf_counter()
-
-# Panel reads PANEL_CDN_ROOT when panel.io.resources is imported: every stylesheet URL in the document then
-# points at the copies of Panel's CSS vendored next to the page, not at cdn.holoviz.org.
-os.environ["PANEL_CDN_ROOT"] = panel_cdn_root  # noqa: F821 - set by worker.js
-
-import panel  # noqa: E402, F401 - imported first and on its own to time it
-from panel.io.pyodide import _convert_json_patch, _link_docs_worker, init_doc, write_doc  # noqa: E402
-from panel.io.state import state  # noqa: E402
-from panel.util import edit_readonly  # noqa: E402
-
-timings["import_panel"] = time.perf_counter() - _t
+from panel.io.pyodide import _convert_json_patch, _link_docs_worker, init_doc, write_doc
+from panel.io.state import state
+from panel.util import edit_readonly
 
 
 def set_location(location: str) -> None:
@@ -46,12 +36,10 @@ def link_docs(send_patch: object) -> None:
 init_doc()
 # Under `panel serve` the query string is known while the app is built; give the worker the same.
 set_location(location_json)  # noqa: F821 - set by worker.js
-_t = time.perf_counter()
-app = importlib.import_module(app_module)  # noqa: F821 - set by worker.js
-timings["import_app"] = time.perf_counter() - _t
+app = importlib.import_module(app_module)  # noqa: F821 - set by worker.js; imported by prelude.py
 _t = time.perf_counter()
 app.create_app().servable()
-timings["create_app"] = time.perf_counter() - _t
+timings["create_app"] = time.perf_counter() - _t  # noqa: F821 - prelude.py made it
 
 
 def render_hidden_tabs() -> None:
@@ -65,5 +53,5 @@ def render_hidden_tabs() -> None:
 
 _t = time.perf_counter()
 _rendered = await write_doc()  # noqa: F704 - top-level await: run by pyodide.runPythonAsync
-timings["write_doc"] = time.perf_counter() - _t
+timings["write_doc"] = time.perf_counter() - _t  # noqa: F821 - prelude.py made it
 _rendered  # noqa: B018 - the value of the last expression is what runPythonAsync returns to worker.js

@@ -2,11 +2,16 @@
 // (adapted from panel/_templates/pyodide_handler.js). `document.body` gets data-ready="1" once the app is
 // interactive (data-error="1" when it failed); `window.siteInfo` holds stage end times (ms since navigation
 // start), the packages the worker installed and the wasm heap size, for the tests and the benchmark.
+// `data-snapshot` says whether the worker started from this build's memory snapshot ("restored") or, after a
+// start without one, how making it for the next visit went ("saving", "saved", "failed"); `?snapshot=0`
+// neither uses nor makes one.
 
 const STAGES = ["runtime", "packages", "app"];
 const STALL_MS = 120000; // no progress message for this long -> error instead of an endless spinner
 const body = document.body;
-const embed = body.dataset.embed === "1" || new URLSearchParams(location.search).get("embed") === "1";
+const query = new URLSearchParams(location.search);
+const embed = body.dataset.embed === "1" || query.get("embed") === "1";
+const useSnapshot = query.get("snapshot") !== "0" && "caches" in self;
 const info = (window.siteInfo = { timings: {}, loadedPackages: [], heapBytes: null });
 const timings = info.timings;
 const state = { stage: null, bytes: {}, total: {}, mainJsBytes: 0, failed: false };
@@ -165,6 +170,7 @@ function startWorker(manifest, mainJs) {
       $("#status").textContent = "Rendering";
       timings.app = performance.now();
       info.worker = msg.timings;
+      info.snapshot = msg.snapshot;
       try {
         await mainJs;
       } catch ([what, detail]) {
@@ -188,6 +194,10 @@ function startWorker(manifest, mainJs) {
       info.loadedPackages = msg.loaded;
       $("#loading").hidden = true;
       body.dataset.ready = "1";
+      if (useSnapshot) {
+        if (info.snapshot === "restored") body.dataset.snapshot = "restored";
+        else saveSnapshot(manifest);
+      }
     } else if (msg.type === "idle") {
       if (worker.queue.length) {
         const patch = jsdoc.create_json_patch(worker.queue);
@@ -205,7 +215,27 @@ function startWorker(manifest, mainJs) {
       }
     }
   };
-  worker.postMessage({ type: "start", manifest, location: pageLocation() });
+  worker.postMessage({ type: "start", manifest, location: pageLocation(), snapshot: useSnapshot });
+}
+
+// The next visit starts from a memory snapshot of this one's interpreter (site/snapshot.js): made by a second
+// worker, so the app stays as it is; a failure only costs the next visit its head start.
+function saveSnapshot(manifest) {
+  const maker = new Worker("worker.js", { type: "module" });
+  body.dataset.snapshot = "saving";
+  const done = (outcome, detail) => {
+    maker.terminate();
+    body.dataset.snapshot = outcome;
+    info.snapshotSaved = detail;
+    if (outcome === "failed") console.warn("[site] no memory snapshot for the next visit:", detail);
+  };
+  maker.onerror = (e) => done("failed", e.message || "worker error");
+  maker.onmessage = (event) => {
+    const msg = event.data;
+    if (msg.type === "snapshot") done("saved", { bytes: msg.bytes, ms: msg.ms });
+    else if (msg.type === "error") done("failed", `${msg.what}: ${msg.detail}`);
+  };
+  maker.postMessage({ type: "snapshot", manifest });
 }
 
 // The page's location for pn.state.location (the worker's own location is worker.js).

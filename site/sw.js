@@ -6,8 +6,8 @@ const PREFIX = "slm-site-";
 const CACHE = PREFIX + BUILD;
 const scope = new URL("./", self.location.href).href;
 // Small files that change with a rebuild under the same URL: network first, cache when offline.
-const FRESH = new Set(["", "index.html", "embed.html", "loader.js", "worker.js", "boot.py", "style.css",
-  "sw.js", "build/manifest.json"]);
+const FRESH = new Set(["", "index.html", "embed.html", "loader.js", "worker.js", "snapshot.js", "prelude.py",
+  "boot.py", "style.css", "sw.js", "build/manifest.json"]);
 
 // The page that registers this worker was loaded before it existed: store the shell now so an offline second
 // visit can start. Everything else is stored as it is first fetched (no download twice).

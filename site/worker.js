@@ -3,7 +3,11 @@
 // Protocol: Panel's pyodide-worker protocol (what `panel convert --to pyodide-worker` generates, see
 // panel/_templates/pyodide_worker.js): worker -> page 'status', 'render', 'patch', 'idle';
 // page -> worker 'rendered', 'patch', 'location'. Added for the loader: page -> worker 'start';
-// worker -> page 'progress', 'stage', 'ready', 'error'.
+// worker -> page 'progress', 'stage', 'ready', 'error'. A second instance of this worker, started by the page
+// after 'ready' when no memory snapshot of this build exists yet, gets 'snapshot' and answers 'snapshot'
+// (snapshot.js).
+
+import * as snapshot from "./snapshot.js";
 
 const root = new URL("./", self.location.href).href; // the site root: worker.js sits next to index.html
 let manifest = null;
@@ -136,25 +140,24 @@ async function loadPackages(names, label) {
   }
 }
 
-async function start(msg) {
-  manifest = msg.manifest;
-  const t0 = performance.now();
-  const timings = {};
+const CACHE_PREFIX = "slm-site-"; // the service worker's cache of this build (sw.js) also holds the snapshot
 
-  stage("runtime");
-  let loadPyodide;
+async function importPyodide() {
   try {
-    ({ loadPyodide } = await import(`${root}build/pyodide/pyodide.mjs`));
+    return (await import(`${root}build/pyodide/pyodide.mjs`)).loadPyodide;
   } catch (e) {
     throw new SiteError("Pyodide runtime (build/pyodide/pyodide.mjs)", String(e.message || e));
   }
-  bytes.runtime += manifest.files["build/pyodide/pyodide.mjs"].size;
+}
+
+async function startPyodide(loadPyodide, extra) {
   try {
     pyodide = await loadPyodide({
       indexURL: `${root}build/pyodide/`,
       lockFileURL: `${root}build/pyodide-lock.json`,
       packageBaseUrl: `${root}build/`,
       stdLibURL: `${root}build/pyodide/python_stdlib.zip`,
+      ...extra,
     });
   } catch (e) {
     const assets = failedAssets((u) => u.startsWith(root));
@@ -163,29 +166,73 @@ async function start(msg) {
   self.sitePyodide = pyodide; // for the tests and the benchmark (Playwright evaluates in the worker)
   bytes.runtime += manifest.files["build/pyodide/pyodide.asm.js"].size; // imported as a module: not fetched
   reportProgress();
+}
+
+async function fetchText(name, what) {
+  try {
+    const resp = await fetch(`${root}${name}`);
+    if (!resp.ok) throw new Error(`HTTP ${resp.status}`);
+    return await resp.text();
+  } catch (e) {
+    throw new SiteError(`${what} (${name})`, String(e.message || e));
+  }
+}
+
+// prelude.py: import Panel and the app's module (what a memory snapshot holds).
+async function runPrelude(namespace) {
+  const prelude = await fetchText("prelude.py", "App bootstrap");
+  try {
+    await pyodide.runPythonAsync(prelude, { globals: namespace, filename: "prelude.py" });
+  } catch (e) {
+    throw new SiteError("Starting the app (Python)", lastLines(String(e.message || e)));
+  }
+}
+
+// Boot from this build's memory snapshot; false (and the snapshot deleted) if there is none or it fails.
+async function restoreSnapshot(loadPyodide, cacheName) {
+  let saved = null;
+  try {
+    saved = await snapshot.load(root, cacheName, manifest.build_id);
+    if (!saved) return false;
+    await startPyodide(loadPyodide, snapshot.restoreOptions(saved));
+    await snapshot.finishRestore(pyodide, saved);
+    return true;
+  } catch (e) {
+    console.warn("[site] memory snapshot not usable, starting from the packages:", e);
+    pyodide = null;
+    await snapshot.discard(root, cacheName).catch(() => {});
+    return false;
+  }
+}
+
+async function start(msg) {
+  manifest = msg.manifest;
+  const t0 = performance.now();
+  const timings = {};
+  const cacheName = CACHE_PREFIX + manifest.build_id;
+
+  stage("runtime");
+  const loadPyodide = await importPyodide();
+  bytes.runtime += manifest.files["build/pyodide/pyodide.mjs"].size;
+  const restored = msg.snapshot !== false && (await restoreSnapshot(loadPyodide, cacheName));
+  if (!restored) await startPyodide(loadPyodide, {});
   timings.runtime = performance.now() - t0;
 
   // One loadPackage call for everything (the app's own wheel too): downloads run in parallel, and each
   // package is installed as soon as it arrives even if another one fails.
   stage("packages");
-  await loadPackages(manifest.packages, "Python packages");
+  if (!restored) await loadPackages(manifest.packages, "Python packages");
   timings.packages = performance.now() - t0;
 
   stage("app");
   post({ type: "status", msg: "Importing Panel and building the app" });
-  let boot;
-  try {
-    const resp = await fetch(`${root}boot.py`);
-    if (!resp.ok) throw new Error(`HTTP ${resp.status}`);
-    boot = await resp.text();
-  } catch (e) {
-    throw new SiteError("App bootstrap (boot.py)", String(e.message || e));
-  }
+  const boot = await fetchText("boot.py", "App bootstrap");
   py = pyodide.toPy({
     location_json: msg.location,
     app_module: manifest.app_module,
     panel_cdn_root: manifest.panel_cdn_root,
   });
+  await runPrelude(py);
   let result;
   try {
     result = await pyodide.runPythonAsync(boot, { globals: py, filename: "boot.py" });
@@ -196,7 +243,22 @@ async function start(msg) {
   result.destroy();
   timings.app = performance.now() - t0;
   timings.imports = py.get("timings").toJs({ dict_converter: Object.fromEntries });
-  post({ type: "render", docs_json, render_items, root_ids, timings });
+  post({ type: "render", docs_json, render_items, root_ids, timings, snapshot: restored ? "restored" : "none" });
+}
+
+// The snapshot worker: the app worker's start-up up to prelude.py, then the snapshot (snapshot.js).
+async function makeSnapshot(msg) {
+  manifest = msg.manifest;
+  const t0 = performance.now();
+  const loadPyodide = await importPyodide();
+  const { recorder, options } = snapshot.makeOptions();
+  await startPyodide(loadPyodide, options);
+  await loadPackages(manifest.packages, "Python packages");
+  const namespace = pyodide.toPy({ app_module: manifest.app_module, panel_cdn_root: manifest.panel_cdn_root });
+  await runPrelude(namespace);
+  namespace.destroy();
+  const size = await snapshot.make(pyodide, recorder, root, CACHE_PREFIX + manifest.build_id, manifest.build_id);
+  post({ type: "snapshot", bytes: size, ms: performance.now() - t0 });
 }
 
 function lastLines(text) {
@@ -220,6 +282,8 @@ self.onmessage = async (event) => {
   try {
     if (msg.type === "start") {
       await start(msg);
+    } else if (msg.type === "snapshot") {
+      await makeSnapshot(msg);
     } else if (msg.type === "rendered") {
       py.get("link_docs")(sendPatch);
       post({ type: "ready", heapBytes: heapBytes(), loaded: Object.keys(pyodide.loadedPackages) });
@@ -237,7 +301,7 @@ self.onmessage = async (event) => {
     const loaded = Object.keys(pyodide?.loadedPackages || {});
     if (e instanceof SiteError) {
       post({ type: "error", what: e.what, detail: e.detail, loaded });
-    } else if (msg.type === "start") {
+    } else if (msg.type === "start" || msg.type === "snapshot") {
       post({ type: "error", what: "Starting the app", detail: String((e && e.stack) || e), loaded });
     } else {
       // A failing callback must not take the app down: log it like `panel serve` would.

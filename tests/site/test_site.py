@@ -133,7 +133,7 @@ def test_pages_have_a_strict_csp_and_no_inline_script(cdn_site: Path, fake_vendo
 
 
 def test_relative_urls_only(cdn_site: Path) -> None:
-    for name in ("index.html", "embed.html", "loader.js", "worker.js", "sw.js"):
+    for name in ("index.html", "embed.html", "loader.js", "worker.js", "snapshot.js", "sw.js"):
         text = (cdn_site / name).read_text()
         assert not re.search(r"""(src|href)=["']/""", text), name
         assert "http://127.0.0.1" not in text and "localhost" not in text, name

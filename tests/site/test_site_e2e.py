@@ -80,6 +80,85 @@ def test_app_runs_generates_and_renders_with_no_external_request(browser: object
             visit.close()
 
 
+def generate(visit: Visit, prompt: str) -> list[str]:
+    """Type a prompt, press Generate, wait until the stream ends; the generated tokens' text."""
+    page = visit.page
+    page.locator("input[placeholder='the cat chased the dog']").fill(prompt)
+    page.get_by_role("button", name="Generate").click()
+    deadline = time.monotonic() + 60
+    # Locators, not document.querySelector: Bokeh renders the views inside shadow roots.
+    while page.locator(".pg-tok").count() == 0 or page.locator(".pg-cursor").count():
+        assert time.monotonic() < deadline, f"generation did not finish; console: {visit.console}"
+        time.sleep(0.05)
+    return page.locator(".pg-tok").all_text_contents()
+
+
+def test_second_visit_starts_from_the_memory_snapshot(browser: object, site: Path) -> None:
+    """The first visit leaves a memory snapshot behind (site/snapshot.js); the next one starts from it, with
+    Panel and the app already imported, and behaves exactly as a start from the packages."""
+    with serve(site) as url:
+        visit = Visit(browser, url)
+        try:
+            visit.open("index.html?prompt=the%20cat")
+            assert visit.page.evaluate("document.body.dataset.ready") == "1", visit.page.text_content("#error")
+            assert visit.info()["snapshot"] == "none"
+            visit.wait_js("['saved', 'failed'].includes(document.body.dataset.snapshot)", timeout_s=120)
+            assert visit.page.evaluate("document.body.dataset.snapshot") == "saved", visit.console
+            first = generate(visit, "the dogs")
+            first_attention = visit.page.evaluate(SOURCES_JS, "weight")
+
+            visit.page.reload()
+            visit.page.wait_for_selector("body[data-ready='1'], body[data-error='1']", state="attached",
+                                         timeout=180_000)
+            visit.screenshot("e2e-08-from-snapshot")
+            assert visit.page.evaluate("document.body.dataset.ready") == "1", visit.page.text_content("#error")
+            info = visit.info()
+            assert visit.page.evaluate("document.body.dataset.snapshot") == "restored", visit.console
+            assert info["worker"]["imports"]["import_panel"] < 0.05, info["worker"]  # done before the snapshot
+            assert sorted(info["loadedPackages"]) == sorted(visit.page.evaluate(
+                "fetch('build/manifest.json').then((r) => r.json()).then((m) => m.packages)"))
+            # NumPy's extension modules work (the model runs) and give the same tokens as before.
+            assert generate(visit, "the dogs") == first and len(first) > 1
+            visit.screenshot("e2e-09-from-snapshot-generated")
+            page = visit.page
+            page.get_by_text("Attention", exact=True).first.click()
+            page.wait_for_timeout(500)
+            assert page.evaluate(SOURCES_JS, "weight") == first_attention or not first_attention
+            assert max(page.evaluate(SOURCES_JS, "weight")) > 0
+            assert visit.external == []
+            assert not [c for c in visit.console if "pageerror" in c or c.startswith("error")], visit.console
+        finally:
+            visit.close()
+
+
+def test_a_snapshot_that_does_not_fit_is_dropped(browser: object, site: Path) -> None:
+    """A snapshot whose recorded layout does not match (here: a wrong function-table base) is deleted and the
+    app starts from the packages, then saves a new one."""
+    with serve(site) as url:
+        visit = Visit(browser, url)
+        try:
+            visit.open()
+            visit.wait_js("['saved', 'failed'].includes(document.body.dataset.snapshot)", timeout_s=120)
+            assert visit.page.evaluate("document.body.dataset.snapshot") == "saved"
+            visit.page.evaluate("""async () => {
+                const cache = await caches.open((await caches.keys()).find((k) => k.startsWith('slm-site-')));
+                const key = new URL('build/snapshot/meta.json', location.href).href;
+                const meta = await (await cache.match(key)).json();
+                meta.libs[0].tableBase += 1;
+                await cache.put(key, new Response(JSON.stringify(meta)));
+            }""")
+            visit.page.reload()
+            visit.page.wait_for_selector("body[data-ready='1'], body[data-error='1']", state="attached",
+                                         timeout=180_000)
+            assert visit.page.evaluate("document.body.dataset.ready") == "1", visit.page.text_content("#error")
+            assert visit.info()["snapshot"] == "none"
+            assert [c for c in visit.console if "memory snapshot not usable" in c and "function table" in c]
+            visit.wait_js("['saved', 'failed'].includes(document.body.dataset.snapshot)", timeout_s=120)
+            assert visit.page.evaluate("document.body.dataset.snapshot") == "saved"
+        finally:
+            visit.close()
+
+
 def test_second_visit_works_offline(browser: object, site: Path) -> None:
     with serve(site) as url:
         visit = Visit(browser, url)

@@ -1,0 +1,25 @@
+"""Worker-side imports, run by worker.js before boot.py: Panel and the app's module, nothing built yet.
+
+The snapshot worker runs only this file before it takes its memory snapshot (snapshot.js), so an interpreter
+restored from that snapshot has done all of it already. worker.js sets ``app_module`` and ``panel_cdn_root``;
+``timings`` (seconds) goes to the page with the render message.
+"""
+
+import importlib
+import os
+import time
+
+timings: dict[str, float] = {}
+_t = time.perf_counter()
+
+# Panel reads PANEL_CDN_ROOT when panel.io.resources is imported: every stylesheet URL in the document then
+# points at the copies of Panel's CSS vendored next to the page, not at cdn.holoviz.org.
+os.environ["PANEL_CDN_ROOT"] = panel_cdn_root  # noqa: F821 - set by worker.js
+
+import panel  # noqa: E402, F401 - imported first and on its own to time it
+import panel.io.pyodide  # noqa: E402, F401 - what boot.py uses; imported here so that the snapshot holds it
+
+timings["import_panel"] = time.perf_counter() - _t
+_t = time.perf_counter()
+importlib.import_module(app_module)  # noqa: F821 - set by worker.js
+timings["import_app"] = time.perf_counter() - _t
