@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import concurrent.futures
 import contextlib
 import csv
 import functools
@@ -23,12 +24,14 @@ import json
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import tarfile
 import tempfile
 import threading
 import zipfile
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -42,8 +45,13 @@ SHELL_FILES = ("index.html", "embed.html", "loader.js", "worker.js", "snapshot.j
                "style.css", "sw.js")
 # The runtime default for packages that are not vendored (binary wasm wheels such as NumPy).
 PYODIDE_CDN = "https://cdn.jsdelivr.net/pyodide/v{version}/full/"
+try:  # optional: every zip the build writes is ~4 % smaller with it (requirements.txt installs it)
+    from zopfli.zopfli import compress as zopfli_compress
+except ImportError:
+    zopfli_compress = None
+DEFLATE = "zopfli" if zopfli_compress else "zlib-9"
 # Bump when the processing below changes, so cached slimmed/compiled wheels are rebuilt.
-PROCESS_VERSION = "6"
+PROCESS_VERSION = f"7-{DEFLATE}"
 # Relative to the page: Panel's document JSON names its CSS under this prefix (see worker.js / boot.py).
 PANEL_CDN_ROOT = "./build/vendor/"
 # BokehJS bundles the main thread loads, in order (panel.min.js last: it extends the Bokeh global).
@@ -90,7 +98,7 @@ def read_lock(path: Path = LOCK) -> dict:
         raise BuildError(f"lock file {path} is missing") from e
     except json.JSONDecodeError as e:
         raise BuildError(f"lock file {path} is not valid JSON: {e}") from e
-    for key in ("pyodide", "wheels", "sdists", "pyodide_packages"):
+    for key in ("pyodide", "terser", "wheels", "sdists", "pyodide_packages"):
         if key not in lock:
             raise BuildError(f"lock file {path} has no {key!r} section")
     return lock
@@ -174,6 +182,28 @@ def cached_or_download(entries: dict, folder: Path, base_args: list[str], kind: 
             raise BuildError(f"{kind} {n}: sha256 of {p} does not match build.lock")
         out[n] = p
     return out
+
+
+def minified_runtime_js(pkg: Path, lock: dict) -> Path:
+    """pyodide.asm.js through terser (compress + mangle: 1.07 -> 0.91 MB). The npm file is whitespace-minified
+    only; terser leaves alone every scope that holds a direct eval (Emscripten evaluates side modules' EM_JS code
+    in the module's scope), so what that code names keeps its name."""
+    src = pkg / "pyodide.asm.js"
+    version = lock["terser"]["version"]
+    cache = CACHE / "site" / f"{sha256_file(src)[:16]}-terser-{version}-pyodide.asm.js"
+    if cache.is_file():
+        return cache
+    prefix = CACHE / "npm" / f"terser-{version}"
+    terser = prefix / "node_modules" / "terser" / "bin" / "terser"
+    if not terser.is_file():
+        log(f"npm install terser@{version}")
+        prefix.mkdir(parents=True, exist_ok=True)
+        run(["npm", "install", "--no-save", "--no-audit", "--no-fund", "--prefix", str(prefix), f"terser@{version}"])
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    part = cache.with_suffix(".part")
+    run(["node", str(terser), str(src), "--compress", "--mangle", "--output", str(part)])
+    part.replace(cache)
+    return cache
 
 
 def fetch_pyodide(lock: dict, verify: bool = True) -> Path:
@@ -274,10 +304,40 @@ def drop_unimportable(tree: Path) -> list[str]:
 # unused .so (numpy.fft's _pocketfft_umath, linalg's lapack_lite) costs download *and* wasm compile time.
 VENDORED_SLIM_RULES: dict[str, tuple[str, ...]] = {
     "numpy": (r"^numpy/(f2py|fft|polynomial|testing|typing|_pyinstaller|_core/include|_core/lib|random/_examples"
-              r"|random/lib)/", r"^numpy/linalg/lapack_lite\.", r"^numpy/(conftest|_configtool)\.",
-              r"^numpy/ma/API_CHANGES\.txt$"),
+              r"|random/lib)/", r"^numpy/linalg/(lapack_lite|_umath_linalg)\.", r"^numpy/(conftest|_configtool)\.",
+              r"^numpy/ma/API_CHANGES\.txt$", r"^numpy/_core/_add_newdocs(_scalars)?\.pyc$"),
     "*": (r"(^|/)tests?/", r"\.(pyi|pxd|pyx|c|h|a)$", r"(^|/)py\.typed$", r"\.dist-info/entry_points\.txt$"),
 }
+
+
+# Modules that replace a dropped one which is imported but never called. numpy.linalg imports its LAPACK gufuncs
+# (_umath_linalg, a 1.26 MB side module: 0.42 MB of download and its wasm compile) at import, but only inv, solve,
+# eig, svd, det, lstsq… call them; the app uses np.linalg.norm, which does not.
+LINALG_STUB = '''"""Stand-in for numpy's LAPACK gufuncs: this site does not ship them (docs/site.md)."""
+
+
+def __getattr__(name: str) -> object:
+    raise AttributeError(f"numpy.linalg's LAPACK routines ({name}) are not part of this site: build.py dropped "
+                         "numpy/linalg/_umath_linalg to keep the download small")
+'''
+# numpy._core imports these two only to attach docstrings to its C functions and scalar types (60 kB of
+# bytecode): what python -OO does to the bytecode this build compiles, for NumPy's C objects.
+NO_DOCS_STUB = '''"""NumPy's docstrings for its C objects are not part of this site (docs/site.md)."""\n'''
+VENDORED_STUBS: dict[str, dict[str, str]] = {"numpy": {"numpy/linalg/_umath_linalg.py": LINALG_STUB,
+                                                       "numpy/_core/_add_newdocs.py": NO_DOCS_STUB,
+                                                       "numpy/_core/_add_newdocs_scalars.py": NO_DOCS_STUB}}
+
+
+def unpack_vendored(whl: Path, dist: str, dest: Path) -> None:
+    """Unpack a vendored wheel without what vendored_filter() drops; a module in VENDORED_STUBS that the wheel had
+    (as .so or .pyc) is replaced by its stand-in."""
+    unpack(whl, dest, vendored_filter(dist))
+    with zipfile.ZipFile(whl) as zf:
+        names = zf.namelist()
+    for rel, text in VENDORED_STUBS.get(dist, {}).items():
+        stem = rel.removesuffix(".py")
+        if any(n.startswith(f"{stem}.") and n.endswith((".so", ".pyc")) for n in names):
+            (dest / rel).write_text(text)
 
 
 def vendored_filter(dist: str) -> Callable[[str], bool]:
@@ -306,26 +366,60 @@ def unpack_importable(whl: Path, dest: Path, keep: Callable[[str], bool]) -> Non
     drop_unimportable(dest)
 
 
+def deflate(data: bytes) -> bytes:
+    """A raw deflate stream of `data`: zopfli's when installed (~4 % smaller than zlib's best, the same format, so
+    Pyodide's zipfile unpacks it as fast), else zlib at level 9."""
+    if zopfli_compress is not None:
+        return zopfli_compress(data, numiterations=15)[2:-4]  # without the zlib header and checksum
+    packer = zlib.compressobj(9, zlib.DEFLATED, -15)
+    return packer.compress(data) + packer.flush()
+
+
+def write_zip(out: Path, entries: Iterable[tuple[str, bytes]], store: Callable[[str], bool] = lambda name: False,
+              ) -> None:
+    """A zip of (name, data) entries with fixed timestamps (identical input -> identical bytes), compressed by
+    deflate() — zipfile cannot take another compressor — or stored when `store(name)` or when that is smaller."""
+    entries = list(entries)
+    # zopfli takes ~10 s per MB: use every core (the result is cached, see process_wheel).
+    with concurrent.futures.ProcessPoolExecutor() as pool:
+        deflated = list(pool.map(deflate, [b"" if store(name) else data for name, data in entries], chunksize=4))
+    body, central = io.BytesIO(), io.BytesIO()
+    count = 0
+    time, date = 0, (2020 - 1980) << 9 | 1 << 5 | 1  # DOS format: 2020-01-01 00:00
+    for (name, data), packed in zip(entries, deflated, strict=True):
+        raw = name.encode()
+        flags = 0 if raw.isascii() else 0x800  # UTF-8 name
+        packed = None if store(name) else packed
+        method, payload = (8, packed) if packed is not None and len(packed) < len(data) else (0, data)
+        crc, offset = zlib.crc32(data), body.tell()
+        fields = (method, time, date, crc, len(payload), len(data), len(raw))
+        body.write(struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, flags, *fields, 0) + raw + payload)
+        central.write(struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, flags, *fields, 0, 0, 0, 0, 0, offset)
+                      + raw)
+        count += 1
+    directory = central.getvalue()
+    end = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, count, count, len(directory), body.tell(), 0)
+    out.write_bytes(body.getvalue() + directory + end)
+
+
 def pack_wheel(src: Path, out: Path) -> None:
     """Zip a wheel tree with a fresh RECORD (sorted, fixed timestamps: identical input -> identical bytes)."""
     files = sorted(p for p in src.rglob("*") if p.is_file() and p.name != "RECORD")
     dist_info = next(p for p in src.iterdir() if p.name.endswith(".dist-info"))
     record = io.StringIO()
     writer = csv.writer(record, lineterminator="\n")
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
-        for p in files:
-            arc = p.relative_to(src).as_posix()
-            data = p.read_bytes()
-            # .npz weights are already zip-compressed: store them.
-            comp = zipfile.ZIP_STORED if arc.endswith(".npz") else zipfile.ZIP_DEFLATED
-            # compresslevel per entry: ZipFile's own compresslevel does not apply to a ZipInfo (zlib's default
-            # 6 would be used); 9 saves ~0.1 MB over the site's zips, decompression is as fast.
-            zf.writestr(zipfile.ZipInfo(arc, (2020, 1, 1, 0, 0, 0)), data, compress_type=comp, compresslevel=9)
-            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-            writer.writerow([arc, f"sha256={digest}", len(data)])
-        rec = f"{dist_info.name}/RECORD"
-        writer.writerow([rec, "", ""])
-        zf.writestr(zipfile.ZipInfo(rec, (2020, 1, 1, 0, 0, 0)), record.getvalue())
+    entries = []
+    for p in files:
+        arc = p.relative_to(src).as_posix()
+        data = p.read_bytes()
+        entries.append((arc, data))
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        writer.writerow([arc, f"sha256={digest}", len(data)])
+    rec = f"{dist_info.name}/RECORD"
+    writer.writerow([rec, "", ""])
+    entries.append((rec, record.getvalue().encode()))
+    # .npz weights are zip-compressed already: stored.
+    write_zip(out, entries, store=lambda name: name.endswith(".npz"))
 
 
 def write_dist_info(dest: Path, name: str, version: str, top_level: Iterable[str]) -> None:
@@ -452,11 +546,8 @@ def compiled_stdlib(pkg: Path) -> Path:
         compile_tree(pkg, tree, "/lib/python313.zip", "legacy", STDLIB_OPTIMIZE)
         cache.parent.mkdir(parents=True, exist_ok=True)
         part = cache.with_suffix(".part")
-        with zipfile.ZipFile(part, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
-            for p in sorted(tree.rglob("*")):
-                if p.is_file():
-                    zf.writestr(zipfile.ZipInfo(p.relative_to(tree).as_posix(), (2020, 1, 1, 0, 0, 0)),
-                                p.read_bytes(), compress_type=zipfile.ZIP_DEFLATED, compresslevel=9)
+        write_zip(part, ((p.relative_to(tree).as_posix(), p.read_bytes()) for p in sorted(tree.rglob("*"))
+                         if p.is_file()))
         part.replace(cache)
     return cache
 
@@ -476,8 +567,8 @@ def project_packages(py_dir: Path) -> list[Path]:
     return pkgs
 
 
-# Not needed in the browser: the training code and its logs (the weights themselves ship).
-PROJECT_EXCLUDE = re.compile(r"^slm/train/|^slm/weights/.*_loss\.(json|html)$")
+# Not needed in the browser: the training code, and of slm/weights/ all but the weights (card, logs, curves).
+PROJECT_EXCLUDE = re.compile(r"^slm/train/|^slm/weights/(?!.*\.npz$)")
 
 
 def project_tree(py_dir: Path) -> tuple[Callable[[Path], None], str]:
@@ -532,6 +623,8 @@ def pyodide_dir_wheels(folder: Path, lock: dict, official: dict) -> dict[str, Pa
 def build(site: Path = SITE, py_dir: Path = PY_DIR, pyodide_packages: Path | None = None) -> dict:
     lock = read_lock()
     project_packages(py_dir)  # check the inputs before downloading anything
+    if zopfli_compress is None:
+        log("zopfli is not installed (pip install zopfli): zips are deflated by zlib, ~0.3 MB larger")
     pkg = fetch_pyodide(lock)
     official = official_lock(pkg)
     vendored = pyodide_dir_wheels(pyodide_packages, lock, official) if pyodide_packages else {}
@@ -549,7 +642,8 @@ def build(site: Path = SITE, py_dir: Path = PY_DIR, pyodide_packages: Path | Non
     # Runtime: the npm files the browser needs, plus a byte-compiled stdlib.
     (out / "pyodide").mkdir()
     for name in RUNTIME_FILES:
-        shutil.copyfile(pkg / name, out / "pyodide" / name)
+        shutil.copyfile(minified_runtime_js(pkg, lock) if name == "pyodide.asm.js" else pkg / name,
+                        out / "pyodide" / name)
     shutil.copyfile(compiled_stdlib(pkg), out / "pyodide" / "python_stdlib.zip")
 
     # Main-thread JS/CSS, from the same wheels the worker imports.
@@ -600,10 +694,10 @@ def build(site: Path = SITE, py_dir: Path = PY_DIR, pyodide_packages: Path | Non
             for other in [k for k, v in lock["sdists"].items() if v["dist_name"].lower() == name]:
                 entries.pop(other)["path"].unlink()
             whl = vendored[name]
-            rules = (VENDORED_SLIM_RULES.get(name), VENDORED_SLIM_RULES["*"])
+            rules = (VENDORED_SLIM_RULES.get(name), VENDORED_SLIM_RULES["*"], VENDORED_STUBS.get(name))
             key = f"{PROCESS_VERSION}|vendored|{sha256_file(whl)}|{rules}"
-            made = process_wheel(pkg, name, whl, pub, functools.partial(unpack, whl, keep=vendored_filter(name)),
-                                 whl.name, key, None)
+            made = process_wheel(pkg, name, whl, pub, functools.partial(unpack_vendored, whl, name), whl.name, key,
+                                 None)
             entries[name] = {"name": name, "version": e["version"], "path": made,
                              "imports": official["packages"][name]["imports"]}
         elif e.get("required"):

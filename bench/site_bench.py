@@ -190,6 +190,10 @@ def group_bytes(served: dict[str, int]) -> dict[str, int]:
     return dict(out)
 
 
+MEMORY_JS = """() => ({jsHeap: performance.memory ? performance.memory.usedJSHeapSize : null,
+                      wasmHeap: window.siteInfo ? window.siteInfo.heapBytes : null})"""
+
+
 def visit(browser, url: str, ready_js: str, warm_runs: int) -> dict:  # noqa: ANN001
     # bypass_csp: Playwright's polling wait_for_function evaluates a string, which the site's CSP forbids.
     context = browser.new_context(viewport={"width": 1280, "height": 1000}, bypass_csp=True)
@@ -209,10 +213,14 @@ def visit(browser, url: str, ready_js: str, warm_runs: int) -> dict:  # noqa: AN
     page.goto(url)
     result["cold"] = page.wait_for_function(ready_js, timeout=300_000, polling=20).json_value()
     page.wait_for_timeout(1500)  # let the service worker finish storing what it fetched
+    # The site's next visit starts from the memory snapshot this one leaves behind (site/snapshot.js): wait
+    # until it is stored, as a returning visitor would find it.
+    result["snapshot"] = page.wait_for_function(
+        "document.body.dataset.snapshot === 'saving' ? false : (document.body.dataset.snapshot || 'n/a')",
+        timeout=300_000, polling=100).json_value()
     result["bytes"] = group_bytes(dict(CountingHandler.served))
     result["files"] = dict(CountingHandler.served)
-    result["memory"] = page.evaluate("""() => ({jsHeap: performance.memory ? performance.memory.usedJSHeapSize : null,
-                                               wasmHeap: window.siteInfo ? window.siteInfo.heapBytes : null})""")
+    result["memory"] = page.evaluate(MEMORY_JS)
     # The same after a full garbage collection: what the page keeps, without the garbage of the last patches.
     context.new_cdp_session(page).send("HeapProfiler.collectGarbage")
     result["memory"]["jsHeapLive"] = page.evaluate("performance.memory ? performance.memory.usedJSHeapSize : null")
@@ -223,6 +231,14 @@ def visit(browser, url: str, ready_js: str, warm_runs: int) -> dict:  # noqa: AN
         page.wait_for_timeout(500)
     result["warm_bytes"] = sum(CountingHandler.served.values())
     result["stages"] = page.evaluate("window.siteInfo || null")
+    result["warm_memory"] = page.evaluate(MEMORY_JS)
+    if result["snapshot"] != "n/a":  # the same reload without the snapshot: service worker and code cache only
+        result["warm_no_snapshot"] = []
+        for _ in range(warm_runs):
+            page.goto(url + "?snapshot=0")
+            ready = page.wait_for_function(ready_js, timeout=300_000, polling=20).json_value()
+            result["warm_no_snapshot"].append(ready)
+            page.wait_for_timeout(500)
     context.close()
     return result
 
@@ -252,7 +268,9 @@ def main() -> int:
                                      ("baseline", base_url + "app.html", BASE_READY)):
                 r = visit(browser, url, ready, args.warm)
                 print(f"[bench] run {i + 1} {name}: cold {r['cold']:.0f} ms, warm {[round(w) for w in r['warm']]} ms, "
-                      f"{r['bytes']['total'] / 1e6:.1f} MB, external {len(r['external'])}", flush=True)
+                      f"{r['bytes']['total'] / 1e6:.2f} MB, external {len(r['external'])}, snapshot {r['snapshot']}"
+                      + (f", warm without snapshot {[round(w) for w in r['warm_no_snapshot']]} ms"
+                         if "warm_no_snapshot" in r else ""), flush=True)
                 results[name].append(r)
         browser.close()
     OUT.mkdir(parents=True, exist_ok=True)
@@ -276,8 +294,15 @@ def report(results: dict[str, list[dict]]) -> None:
           f"{b['cold'] / 1e3:.2f} s | {s['cold'] / b['cold']:.2f}× | ≤ 0.35× |")
     print(f"| time to ready, warm (best reload) | {s['warm'] / 1e3:.2f} s | {b['warm'] / 1e3:.2f} s | "
           f"{s['warm'] / b['warm']:.2f}× | ≤ 0.15× |")
+    nosnap = [min(r["warm_no_snapshot"]) for r in results["site"] if r.get("warm_no_snapshot")]
+    if nosnap:
+        print(f"| … warm without the memory snapshot (`?snapshot=0`) | {med(nosnap) / 1e3:.2f} s | | "
+              f"{med(nosnap) / b['warm']:.2f}× | |")
     wasm = s["memory"]["wasmHeap"]
     print(f"| wasm heap after ready | {wasm / 2**20:.0f} MiB | – | | ≤ 80 MB |" if wasm else "| wasm heap | n/a |")
+    warm_wasm = results["site"][0].get("warm_memory", {}).get("wasmHeap")
+    if warm_wasm:
+        print(f"| wasm heap after a warm ready | {warm_wasm / 2**20:.0f} MiB | – | | ≤ 80 MB |")
     print(f"| page JS heap after ready | {s['memory']['jsHeap'] / 1e6:.1f} MB | {b['memory']['jsHeap'] / 1e6:.1f} MB"
           f" | | ≤ 35 MB |")
     print(f"| page JS heap after ready, after a GC | {s['memory']['jsHeapLive'] / 1e6:.1f} MB | "

@@ -9,11 +9,13 @@ const scope = new URL("./", self.location.href).href;
 const FRESH = new Set(["", "index.html", "embed.html", "loader.js", "worker.js", "snapshot.js", "prelude.py",
   "boot.py", "style.css", "sw.js", "build/manifest.json"]);
 
-// The page that registers this worker was loaded before it existed: store the shell now so an offline second
-// visit can start. Everything else is stored as it is first fetched (no download twice).
+// What the page fetched before this worker existed: store it now so an offline second visit can start.
+// Everything else passes through the fetch handler below and is stored then (nothing is downloaded twice).
+const BEFORE_CONTROL = ["./", "index.html", "embed.html", "loader.js", "style.css", "build/manifest.json"];
+
 self.addEventListener("install", (event) => {
   self.skipWaiting();
-  event.waitUntil(caches.open(CACHE).then((cache) => cache.addAll([...FRESH].map((p) => p || "./"))));
+  event.waitUntil(caches.open(CACHE).then((cache) => cache.addAll(BEFORE_CONTROL)));
 });
 
 self.addEventListener("activate", (event) => {

@@ -76,15 +76,28 @@ def test_vendored_wheels_are_slimmed_with_their_hash_in_the_lock(tmp_path: Path)
 
     keep = build.vendored_filter("numpy")
     for name in ("numpy/__init__.pyc", "numpy/_core/_multiarray_umath.cpython-313-wasm32-emscripten.so",
-                 "numpy/linalg/_umath_linalg.cpython-313-wasm32-emscripten.so", "numpy/random/_pcg64.cpython-313"
-                 "-wasm32-emscripten.so", "numpy/ma/core.pyc", "numpy/_typing/_shape.pyc", "numpy/ctypeslib.pyc",
+                 "numpy/linalg/_linalg.pyc", "numpy/random/_pcg64.cpython-313-wasm32-emscripten.so",
+                 "numpy/ma/core.pyc", "numpy/_typing/_shape.pyc", "numpy/ctypeslib.pyc",
                  "numpy-2.2.5.dist-info/METADATA"):
         assert keep(name), name
     for name in ("numpy/fft/_pocketfft_umath.cpython-313-wasm32-emscripten.so", "numpy/f2py/__init__.pyc",
                  "numpy/polynomial/__init__.pyc", "numpy/testing/__init__.pyc", "numpy/typing/__init__.pyc",
                  "numpy/_core/include/numpy/ndarraytypes.h", "numpy/__init__.pyi", "numpy/__init__.pxd",
-                 "numpy/linalg/lapack_lite.cpython-313-wasm32-emscripten.so", "numpy/random/lib/libnpyrandom.a"):
+                 "numpy/linalg/lapack_lite.cpython-313-wasm32-emscripten.so", "numpy/random/lib/libnpyrandom.a",
+                 "numpy/linalg/_umath_linalg.cpython-313-wasm32-emscripten.so"):
         assert not keep(name), name
+    # The LAPACK module numpy.linalg imports is replaced by a stand-in that names what is missing when called.
+    whl = tmp_path / "numpy-2.2.5-cp313-cp313-pyodide_2025_0_wasm32.whl"
+    with zipfile.ZipFile(whl, "w") as zf:
+        zf.writestr("numpy/linalg/_umath_linalg.cpython-313-wasm32-emscripten.so", b"\0asm")
+        zf.writestr("numpy/linalg/_linalg.pyc", b"")
+    build.unpack_vendored(whl, "numpy", tmp_path / "tree")
+    linalg = tmp_path / "tree" / "numpy" / "linalg"
+    assert sorted(p.name for p in linalg.iterdir()) == ["_linalg.pyc", "_umath_linalg.py"]
+    stub: dict = {}
+    exec(compile((linalg / "_umath_linalg.py").read_text(), "_umath_linalg.py", "exec"), stub)
+    with pytest.raises(AttributeError, match=r"LAPACK routines \(inv\) are not part of this site"):
+        stub["__getattr__"]("inv")
     # The stdlib keeps what Python needs at start and what imported modules import lazily.
     for name in ("encodings/utf_8.py", "encodings/aliases.py", "encodings/cp437.py", "encodings/idna.py",
                  "encodings/latin_1.py", "_strptime.py", "_pylong.py", "configparser.py", "csv.py",
@@ -115,7 +128,10 @@ def test_app_code_ships_as_a_wheel_not_inlined(cdn_site: Path) -> None:
     app = next((cdn_site / "build" / "wheels").glob("slm_playground-*.whl"))
     with zipfile.ZipFile(app) as zf:
         names = set(zf.namelist())
-    assert {"playground/app.py", "slm/model.py"} <= names
+    assert {"playground/app.py", "slm/model.py", "slm/weights/shipped.npz"} <= names
+    # Of the training side, nothing: neither its code nor the card, logs and curves next to the weights.
+    assert not [n for n in names if n.startswith("slm/train/") or (n.startswith("slm/weights/")
+                                                                    and not n.endswith(".npz"))]
     for js in ("loader.js", "worker.js"):
         assert "create_app" not in (cdn_site / js).read_text() or js == "worker.js"
     assert "def create_app" not in (cdn_site / "worker.js").read_text()
