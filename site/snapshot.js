@@ -124,23 +124,30 @@ export async function make(pyodide, recorder, root, cacheName, buildId) {
   const { index, blob } = packFiles(listFiles(M.FS, SITE_PACKAGES));
   const meta = { format: FORMAT, build: buildId, libs: libs.map((l, i) => ({ ...l, ...recorder.bases[i] })),
     handles, packages, files: index };
+  // Three entries, one id: another tab saving its own snapshot at the same time must not mix its parts in.
+  const headers = { "x-snapshot": crypto.randomUUID() };
+  meta.id = headers["x-snapshot"];
   const cache = await caches.open(cacheName);
-  await cache.put(cacheKey(root, "heap"), new Response(heap));
-  await cache.put(cacheKey(root, "files"), new Response(blob));
-  await cache.put(cacheKey(root, "meta"), new Response(JSON.stringify(meta)));
+  await cache.put(cacheKey(root, "heap"), new Response(heap, { headers }));
+  await cache.put(cacheKey(root, "files"), new Response(blob, { headers }));
+  await cache.put(cacheKey(root, "meta"), new Response(JSON.stringify(meta), { headers }));
   return heap.length + blob.length;
 }
 
 // ---------------------------------------------------------------------------------------- restoring
 
-// The stored snapshot of this build, or null.
+// The stored snapshot of this build, null if there is none; throws if what is stored does not fit together.
 export async function load(root, cacheName, buildId) {
   if (!self.caches) return null;
   const cache = await caches.open(cacheName);
   const [heap, files, meta] = await Promise.all(["heap", "files", "meta"].map((k) => cache.match(cacheKey(root, k))));
   if (!heap || !files || !meta) return null;
+  const id = meta.headers.get("x-snapshot");
+  if (!id || heap.headers.get("x-snapshot") !== id || files.headers.get("x-snapshot") !== id) {
+    throw new Error("the snapshot's parts come from different saves");
+  }
   const saved = { meta: await meta.json(), heap: heap.arrayBuffer(), files: files.arrayBuffer() };
-  if (saved.meta.format !== FORMAT || saved.meta.build !== buildId) return null;
+  if (saved.meta.format !== FORMAT || saved.meta.build !== buildId) throw new Error("snapshot of another build");
   saved.heap = new Uint8Array(await saved.heap);
   saved.files = new Uint8Array(await saved.files);
   return saved;
