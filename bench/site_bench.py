@@ -288,8 +288,8 @@ def report(results: dict[str, list[dict]]) -> None:
 
     s, b = summary(results["site"]), summary(results["baseline"])
     print("\n| measure | site | baseline | ratio | goal |\n|---|---|---|---|---|")
-    print(f"| payload (cold visit, bytes served) | {s['bytes']['total'] / 1e6:.1f} MB | "
-          f"{b['bytes']['total'] / 1e6:.1f} MB | {s['bytes']['total'] / b['bytes']['total']:.2f}× | ≤ 0.35× |")
+    print(f"| payload (cold visit, bytes served) | {s['bytes']['total'] / 1e6:.2f} MB | "
+          f"{b['bytes']['total'] / 1e6:.2f} MB | {s['bytes']['total'] / b['bytes']['total']:.3f}× | ≤ 0.35× |")
     print(f"| time to ready, cold (median of {len(results['site'])}) | {s['cold'] / 1e3:.2f} s | "
           f"{b['cold'] / 1e3:.2f} s | {s['cold'] / b['cold']:.2f}× | ≤ 0.35× |")
     print(f"| time to ready, warm (best reload) | {s['warm'] / 1e3:.2f} s | {b['warm'] / 1e3:.2f} s | "
