@@ -164,7 +164,7 @@ export function restoreOptions(saved) {
 }
 
 // The wasm memory of a side module: its data segment size, from the dylink.0 section that leads the binary.
-function dataSize(binary) {
+export function dataSize(binary) {
   let at = 8;
   const leb = () => {
     let value = 0;
