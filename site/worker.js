@@ -142,9 +142,13 @@ async function loadPackages(names, label) {
 
 const CACHE_PREFIX = "slm-site-"; // the service worker's cache of this build (sw.js) also holds the snapshot
 
+// Pyodide's module starts loading as soon as this worker does, while the page is still busy with 'start'.
+const pyodideModule = import(`${root}build/pyodide/pyodide.mjs`);
+pyodideModule.catch(() => {}); // reported by importPyodide()
+
 async function importPyodide() {
   try {
-    return (await import(`${root}build/pyodide/pyodide.mjs`)).loadPyodide;
+    return (await pyodideModule).loadPyodide;
   } catch (e) {
     throw new SiteError("Pyodide runtime (build/pyodide/pyodide.mjs)", String(e.message || e));
   }
@@ -188,11 +192,11 @@ async function runPrelude(namespace) {
   }
 }
 
-// Boot from this build's memory snapshot; false (and the snapshot deleted) if there is none or it fails.
-async function restoreSnapshot(loadPyodide, cacheName) {
-  let saved = null;
+// Boot from this build's memory snapshot (being read from the cache: `reading`); false (and the snapshot
+// deleted) if there is none or it fails.
+async function restoreSnapshot(loadPyodide, reading, cacheName) {
   try {
-    saved = await snapshot.load(root, cacheName, manifest.build_id);
+    const saved = await reading;
     if (!saved) return false;
     await startPyodide(loadPyodide, snapshot.restoreOptions(saved));
     await snapshot.finishRestore(pyodide, saved);
@@ -212,9 +216,11 @@ async function start(msg) {
   const cacheName = CACHE_PREFIX + manifest.build_id;
 
   stage("runtime");
+  const reading = msg.snapshot === false ? null : snapshot.load(root, cacheName, manifest.build_id);
+  reading?.catch(() => {}); // reported by restoreSnapshot()
   const loadPyodide = await importPyodide();
   bytes.runtime += manifest.files["build/pyodide/pyodide.mjs"].size;
-  const restored = msg.snapshot !== false && (await restoreSnapshot(loadPyodide, cacheName));
+  const restored = reading !== null && (await restoreSnapshot(loadPyodide, reading, cacheName));
   if (!restored) await startPyodide(loadPyodide, {});
   timings.runtime = performance.now() - t0;
 
