@@ -251,4 +251,6 @@ export async function finishRestore(pyodide, saved) {
     M.LDSO.loadedLibsByHandle[handle] = M.LDSO.loadedLibsByName[name];
   }
   Object.assign(pyodide.loadedPackages, meta.packages);
+  // Pyodide keeps the options it was loaded with: drop the snapshot's ~50 MB, copied into the wasm memory by now.
+  pyodide._api.config._loadSnapshot = null;
 }

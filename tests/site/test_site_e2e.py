@@ -157,6 +157,8 @@ def test_second_visit_starts_from_the_memory_snapshot(browser: object, site: Pat
             info = visit.info()
             assert visit.page.evaluate("document.body.dataset.snapshot") == "restored", visit.console
             assert info["worker"]["imports"]["import_panel"] < 0.05, info["worker"]  # done before the snapshot
+            # The worker does not keep the ~50 MB snapshot once it is in the wasm memory.
+            assert visit.page.workers[0].evaluate("self.sitePyodide._api.config._loadSnapshot") is None
             assert sorted(info["loadedPackages"]) == sorted(visit.page.evaluate(
                 "fetch('build/manifest.json').then((r) => r.json()).then((m) => m.packages)"))
             # NumPy's extension modules work (the model runs) and give the same tokens as before.
