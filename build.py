@@ -380,9 +380,12 @@ def write_zip(out: Path, entries: Iterable[tuple[str, bytes]], store: Callable[[
     """A zip of (name, data) entries with fixed timestamps (identical input -> identical bytes), compressed by
     deflate() — zipfile cannot take another compressor — or stored when `store(name)` or when that is smaller."""
     entries = list(entries)
-    # zopfli takes ~10 s per MB: use every core (the result is cached, see process_wheel).
-    with concurrent.futures.ProcessPoolExecutor() as pool:
-        deflated = list(pool.map(deflate, [b"" if store(name) else data for name, data in entries], chunksize=4))
+    inputs = [b"" if store(name) else data for name, data in entries]
+    if zopfli_compress is None:
+        deflated = [deflate(data) for data in inputs]
+    else:  # zopfli takes ~10 s per MB: use every core (the result is cached, see process_wheel)
+        with concurrent.futures.ProcessPoolExecutor() as pool:
+            deflated = list(pool.map(deflate, inputs, chunksize=4))
     body, central = io.BytesIO(), io.BytesIO()
     count = 0
     time, date = 0, (2020 - 1980) << 9 | 1 << 5 | 1  # DOS format: 2020-01-01 00:00

@@ -87,8 +87,21 @@ class Visit:
 
     def open(self, path: str = "index.html") -> None:
         self.page.goto(self.base + path)
+        self._settle()
+
+    def reload(self) -> None:
+        self.page.reload()
+        self._settle()
+
+    def _settle(self) -> None:
+        """Wait until the page is ready or shows its error panel."""
         self.page.wait_for_selector("body[data-ready='1'], body[data-error='1']", state="attached",
                                     timeout=READY_TIMEOUT_MS)
+
+    def snapshot_outcome(self) -> str:
+        """After a start without a memory snapshot: wait until the page has made one; "saved" or "failed"."""
+        self.wait_js("['saved', 'failed'].includes(document.body.dataset.snapshot)", timeout_s=120)
+        return self.page.evaluate("document.body.dataset.snapshot")
 
     def wait_js(self, expression: str, timeout_s: float = 60) -> object:
         """Poll a JS expression until truthy. (Playwright's wait_for_function evaluates a string inside the page,

@@ -144,14 +144,11 @@ def test_second_visit_starts_from_the_memory_snapshot(browser: object, site: Pat
             visit.open("index.html?prompt=the%20cat")
             assert visit.page.evaluate("document.body.dataset.ready") == "1", visit.page.text_content("#error")
             assert visit.info()["snapshot"] == "none"
-            visit.wait_js("['saved', 'failed'].includes(document.body.dataset.snapshot)", timeout_s=120)
-            assert visit.page.evaluate("document.body.dataset.snapshot") == "saved", visit.console
+            assert visit.snapshot_outcome() == "saved", visit.console
             first = generate(visit, "the dogs")
             first_attention = visit.page.evaluate(SOURCES_JS, "weight")
 
-            visit.page.reload()
-            visit.page.wait_for_selector("body[data-ready='1'], body[data-error='1']", state="attached",
-                                         timeout=180_000)
+            visit.reload()
             visit.screenshot("e2e-08-from-snapshot")
             assert visit.page.evaluate("document.body.dataset.ready") == "1", visit.page.text_content("#error")
             info = visit.info()
@@ -202,17 +199,13 @@ def test_a_snapshot_that_does_not_fit_is_dropped(browser: object, site: Path, br
         visit = Visit(browser, url)
         try:
             visit.open()
-            visit.wait_js("['saved', 'failed'].includes(document.body.dataset.snapshot)", timeout_s=120)
-            assert visit.page.evaluate("document.body.dataset.snapshot") == "saved"
+            assert visit.snapshot_outcome() == "saved"
             visit.page.evaluate(script, url + "build/snapshot/meta.json")
-            visit.page.reload()
-            visit.page.wait_for_selector("body[data-ready='1'], body[data-error='1']", state="attached",
-                                         timeout=180_000)
+            visit.reload()
             assert visit.page.evaluate("document.body.dataset.ready") == "1", visit.page.text_content("#error")
             assert visit.info()["snapshot"] == "none"
             assert [c for c in visit.console if "memory snapshot not usable" in c and reason in c], visit.console
-            visit.wait_js("['saved', 'failed'].includes(document.body.dataset.snapshot)", timeout_s=120)
-            assert visit.page.evaluate("document.body.dataset.snapshot") == "saved"
+            assert visit.snapshot_outcome() == "saved"
         finally:
             visit.close()
 
@@ -225,9 +218,7 @@ def test_second_visit_works_offline(browser: object, site: Path) -> None:
             assert visit.page.evaluate("document.body.dataset.ready") == "1"
             visit.wait_js("navigator.serviceWorker.controller !== null")
             visit.context.set_offline(True)
-            visit.page.reload()
-            visit.page.wait_for_selector("body[data-ready='1'], body[data-error='1']", state="attached",
-                                         timeout=180_000)
+            visit.reload()
             visit.screenshot("e2e-06-offline-second-visit")
             assert visit.page.evaluate("document.body.dataset.ready") == "1", visit.page.text_content("#error")
         finally:
