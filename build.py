@@ -361,9 +361,34 @@ def unpack(whl: Path, dest: Path, keep: Callable[[str], bool]) -> None:
             target.write_bytes(zf.read(info))
 
 
-def unpack_importable(whl: Path, dest: Path, keep: Callable[[str], bool]) -> None:
+# Import-time work whose only product is documentation. Creating each of bokeh.models' ~450 classes builds an
+# `__init__` signature from every property (with Sphinx type links) and an example docstring: 0.15 s of the
+# ~1 s `import panel` takes in the worker (docs/site.md). help() and IDEs read them; nothing in the worker does
+# (bokeh.plotting's glyph methods call `parameters()` themselves). The wheels are compiled without docstrings
+# already (WHEEL_OPTIMIZE). Each edit must match the pinned source exactly once, or the build stops.
+SOURCE_EDITS: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "bokeh": (("bokeh/model/model.py",
+               "            parameters = [x[0] for x in  cls.parameters()]\n"
+               "            cls.__init__.__signature__ = Signature(parameters=parameters)\n"
+               "            process_example(cls)\n",
+               ""),),
+}
+
+
+def apply_source_edits(tree: Path, edits: Iterable[tuple[str, str, str]]) -> None:
+    for rel, old, new in edits:
+        path = tree / rel
+        text = path.read_text()
+        if text.count(old) != 1:
+            raise BuildError(f"{rel}: a source edit of SOURCE_EDITS does not match it (a new version?)")
+        path.write_text(text.replace(old, new))
+
+
+def unpack_importable(whl: Path, dest: Path, keep: Callable[[str], bool],
+                      edits: Iterable[tuple[str, str, str]] = ()) -> None:
     unpack(whl, dest, keep)
     drop_unimportable(dest)
+    apply_source_edits(dest, edits)
 
 
 def deflate(data: bytes) -> bytes:
@@ -671,8 +696,9 @@ def build(site: Path = SITE, py_dir: Path = PY_DIR, pyodide_packages: Path | Non
     pub = out / "wheels"
     for name, whl in wheels.items():
         e = lock["wheels"][name]
-        key = f"{PROCESS_VERSION}|{e['sha256']}|{SLIM_RULES.get(name)}|{SLIM_RULES['*']}|{NOT_SHIPPED}"
-        made = process_wheel(pkg, name, whl, pub, functools.partial(unpack_importable, whl,
+        edits = SOURCE_EDITS.get(name, ())
+        key = f"{PROCESS_VERSION}|{e['sha256']}|{SLIM_RULES.get(name)}|{SLIM_RULES['*']}|{NOT_SHIPPED}|{edits}"
+        made = process_wheel(pkg, name, whl, pub, functools.partial(unpack_importable, whl, edits=edits,
                                                                     keep=slim_filter(name, e["version"])),
                              e["file"], key, "legacy", WHEEL_OPTIMIZE)
         entries[name] = {"name": name, "version": e["version"], "path": made, "imports": e["imports"]}

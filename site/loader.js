@@ -58,10 +58,11 @@ function render() {
   }
 }
 
+// Ten times a second, not every frame: each repaint is CPU the worker needs while the page loads.
 function tick() {
   if (body.dataset.ready || state.failed) return;
   $("#elapsed").textContent = `${(performance.now() / 1000).toFixed(1)} s`;
-  requestAnimationFrame(tick);
+  setTimeout(tick, 100);
 }
 
 // ------------------------------------------------------------------------------------------ assets
@@ -76,23 +77,47 @@ async function fetchManifest() {
   return resp.json();
 }
 
-// Cache every asset for the next visit (and offline). Waits (briefly) until this build's service worker
-// controls the page so the worker's downloads pass through it; a rebuild registers a new one.
-async function serviceWorker(buildId) {
-  if (!("serviceWorker" in navigator)) return;
-  const mine = () => navigator.serviceWorker.controller?.scriptURL.endsWith(`build=${buildId}`);
+// ----------------------------------------------------------------------------------- service worker
+// The service worker keeps every asset for the next visit (and offline). A first visit does not wait for it
+// (registering it and routing every download through it costs the start-up CPU): once the app is ready or has
+// failed, keepForNextVisit() registers it and hands it what the visit fetched (sw.js). A page still controlled
+// by another build's service worker waits (briefly) until this build's takes over: the old one's cache-first
+// answers would be stale.
+const thisBuilds = (buildId) => navigator.serviceWorker?.controller?.scriptURL.endsWith(`build=${buildId}`);
+
+async function replaceOtherBuildsServiceWorker(buildId) {
+  if (!navigator.serviceWorker?.controller || thisBuilds(buildId)) return false;
   try {
     await navigator.serviceWorker.register(`sw.js?build=${buildId}`);
-    if (mine()) return;
     await new Promise((resolve) => {
       const timer = setTimeout(resolve, 3000);
       navigator.serviceWorker.addEventListener("controllerchange", () => {
-        if (mine()) {
+        if (thisBuilds(buildId)) {
           clearTimeout(timer);
           resolve();
         }
       });
     });
+  } catch (e) {
+    console.warn("[site] service worker not available:", e);
+  }
+  return true;
+}
+
+async function keepForNextVisit(buildId, fetchedByWorker) {
+  if (!("serviceWorker" in navigator)) return;
+  try {
+    const registration = await navigator.serviceWorker.register(`sw.js?build=${buildId}`);
+    if (thisBuilds(buildId)) return; // it controlled this visit: everything passed through it
+    const sw = registration.installing || registration.waiting || registration.active;
+    const settled = () => sw.state === "activated" || sw.state === "redundant";
+    if (!settled()) await new Promise((resolve) => sw.addEventListener("statechange", () => settled() && resolve()));
+    if (sw.state === "redundant") return; // its install failed: the next visit tries again
+    const urls = [location.href, ...performance.getEntriesByType("resource").map((e) => e.name), ...fetchedByWorker];
+    const channel = new MessageChannel();
+    const kept = new Promise((resolve) => (channel.port1.onmessage = resolve));
+    sw.postMessage({ type: "keep", urls }, [channel.port2]);
+    await kept;
   } catch (e) {
     console.warn("[site] service worker not available:", e);
   }
@@ -119,6 +144,14 @@ function loadMainJs(manifest) {
 }
 
 // ---------------------------------------------------------------------------- Panel worker protocol
+// Started before the manifest is in: the worker's modules and Pyodide's load meanwhile.
+function spawnWorker() {
+  const w = new Worker("worker.js", { type: "module" });
+  w.onerror = (e) => fail("The Python worker crashed", e.message || "worker error");
+  w.onmessageerror = () => fail("The Python worker crashed", "a message could not be decoded");
+  return w;
+}
+
 function startWorker(manifest, mainJs) {
   const totals = { runtime: 0, packages: 0, app: 0 };
   // What this page and the worker download: Pyodide, wheels, BokehJS/Panel JS (Panel's CSS files, fetched by
@@ -129,7 +162,6 @@ function startWorker(manifest, mainJs) {
       totals[f.stage] += f.size;
     }
   }
-  worker = new Worker("worker.js", { type: "module" });
   worker.busy = false;
   worker.queue = [];
   let jsdoc = null;
@@ -146,8 +178,6 @@ function startWorker(manifest, mainJs) {
     worker.postMessage({ type: "patch", patch: jsdoc.create_json_patch([event]) });
   };
 
-  worker.onerror = (e) => fail("The Python worker crashed", e.message || "worker error");
-  worker.onmessageerror = () => fail("The Python worker crashed", "a message could not be decoded");
   worker.onmessage = async (event) => {
     const msg = event.data;
     watchdog();
@@ -166,6 +196,7 @@ function startWorker(manifest, mainJs) {
     } else if (msg.type === "error") {
       info.loadedPackages = msg.loaded || [];
       fail(msg.what, msg.detail);
+      keepForNextVisit(manifest.build_id, msg.fetched || []); // an offline visit then gets as far
     } else if (msg.type === "render") {
       $("#status").textContent = "Rendering";
       timings.app = performance.now();
@@ -194,9 +225,10 @@ function startWorker(manifest, mainJs) {
       info.loadedPackages = msg.loaded;
       $("#loading").hidden = true;
       body.dataset.ready = "1";
+      const kept = keepForNextVisit(manifest.build_id, msg.fetched);
       if (useSnapshot) {
         if (info.snapshot === "restored") body.dataset.snapshot = "restored";
-        else saveSnapshot(manifest);
+        else saveSnapshot(manifest, kept);
       }
     } else if (msg.type === "idle") {
       if (worker.queue.length) {
@@ -219,10 +251,12 @@ function startWorker(manifest, mainJs) {
 }
 
 // The next visit starts from a memory snapshot of this one's interpreter (site/snapshot.js): made by a second
-// worker, so the app stays as it is; a failure only costs the next visit its head start.
-function saveSnapshot(manifest) {
-  const maker = new Worker("worker.js", { type: "module" });
+// worker, so the app stays as it is; a failure only costs the next visit its head start. It starts once the
+// service worker has what this visit fetched (`kept`): its own downloads are then served from there.
+async function saveSnapshot(manifest, kept) {
   body.dataset.snapshot = "saving";
+  await kept;
+  const maker = new Worker("worker.js", { type: "module" });
   const done = (outcome, detail) => {
     maker.terminate();
     body.dataset.snapshot = outcome;
@@ -272,12 +306,16 @@ async function embedDocument(msg) {
 // ------------------------------------------------------------------------------------------- main
 async function main() {
   $("#retry").addEventListener("click", () => location.reload());
-  requestAnimationFrame(tick);
+  tick();
   watchdog();
   try {
+    worker = spawnWorker();
     const manifest = await fetchManifest();
     timings.manifest = performance.now();
-    await serviceWorker(manifest.build_id);
+    if (await replaceOtherBuildsServiceWorker(manifest.build_id)) {
+      worker.terminate(); // it may have loaded Pyodide's module from the other build's cache
+      worker = spawnWorker();
+    }
     timings.serviceWorker = performance.now();
     const mainJs = loadMainJs(manifest);
     mainJs.catch(([what, detail]) => fail(what, detail));

@@ -1,21 +1,37 @@
 // Service worker: every asset the site loads (including NumPy from the Pyodide CDN when not vendored) is kept
 // in a cache named after the build id, so a second visit is served locally and works offline. A rebuild has a
 // new id -> loader.js registers sw.js?build=<new id> -> this worker replaces the old one and drops its cache.
+// A first visit does not wait for it: loader.js registers it once the app is ready (or has failed); it takes
+// control of the page (what the page fetches later passes through it), and 'keep' hands it every URL the visit
+// fetched before, which it stores from the browser's HTTP cache (revalidated, not downloaded again).
 const BUILD = new URL(self.location.href).searchParams.get("build") || "unversioned";
 const PREFIX = "slm-site-";
 const CACHE = PREFIX + BUILD;
 const scope = new URL("./", self.location.href).href;
+const CDN = "https://cdn.jsdelivr.net/pyodide/";
 // Small files that change with a rebuild under the same URL: network first, cache when offline.
 const FRESH = new Set(["", "index.html", "embed.html", "loader.js", "worker.js", "snapshot.js", "prelude.py",
   "boot.py", "style.css", "sw.js", "build/manifest.json"]);
 
-// What the page fetched before this worker existed: store it now so an offline second visit can start.
-// Everything else passes through the fetch handler below and is stored then (nothing is downloaded twice).
-const BEFORE_CONTROL = ["./", "index.html", "embed.html", "loader.js", "style.css", "build/manifest.json"];
+// Both pages, whichever of them this visit opened, so that either works offline next time.
+const PAGES = ["./", "index.html", "embed.html"];
 
 self.addEventListener("install", (event) => {
   self.skipWaiting();
-  event.waitUntil(caches.open(CACHE).then((cache) => cache.addAll(BEFORE_CONTROL)));
+  event.waitUntil(caches.open(CACHE).then((cache) => cache.addAll(PAGES)));
+});
+
+// Store what a visit fetched before this worker controlled it (a URL that fails is skipped: the next visit
+// fetches it again).
+async function keep(urls) {
+  const cache = await caches.open(CACHE);
+  const ours = [...new Set(urls.map((u) => u.split("#")[0]))].filter((u) => u.startsWith(scope) || u.startsWith(CDN));
+  await Promise.allSettled(ours.map(async (u) => (await cache.match(u)) || cache.add(u)));
+}
+
+self.addEventListener("message", (event) => {
+  if (event.data?.type !== "keep") return;
+  event.waitUntil(keep(event.data.urls).finally(() => event.ports[0]?.postMessage("kept")));
 });
 
 self.addEventListener("activate", (event) => {
@@ -57,7 +73,7 @@ self.addEventListener("fetch", (event) => {
   if (url.startsWith(scope)) {
     const rel = url.slice(scope.length).split("?")[0];
     event.respondWith(FRESH.has(rel) || request.mode === "navigate" ? networkFirst(event, request) : cacheFirst(event, request));
-  } else if (url.startsWith("https://cdn.jsdelivr.net/pyodide/")) {
+  } else if (url.startsWith(CDN)) {
     event.respondWith(cacheFirst(event, request)); // integrity-checked wasm wheels, immutable per version
   }
 });

@@ -15,6 +15,8 @@ let pyodide = null;
 let py = null; // the namespace boot.py ran in (apply_patch, link_docs, set_location)
 
 const post = (msg, transfer) => self.postMessage(msg, transfer || []);
+// What this worker downloaded, for the service worker to keep on a first visit (loader.js keepForNextVisit).
+const fetched = () => performance.getEntriesByType("resource").map((e) => e.name);
 
 // An error the page shows verbatim: `what` names the asset or step that failed.
 class SiteError extends Error {
@@ -48,7 +50,7 @@ function reportProgress() {
   progressTimer = setTimeout(() => {
     progressTimer = null;
     post({ type: "progress", bytes: { ...bytes }, extraTotal: { ...extraTotal } });
-  }, 50);
+  }, 100);
 }
 
 const STAGE_LABEL = { runtime: "Pyodide runtime", packages: "Python packages", app: "App code" };
@@ -59,7 +61,7 @@ function assetFailed(url, reason) {
   failed.push({ url, reason });
   if (knownSize(url) !== null && stageOf(url) === "runtime") {
     post({ type: "error", what: `${STAGE_LABEL[stageOf(url)]}: could not download ${describe(url).split(" (")[0]}`,
-      detail: `${url}: ${reason}`, loaded: Object.keys(pyodide?.loadedPackages || {}) });
+      detail: `${url}: ${reason}`, loaded: Object.keys(pyodide?.loadedPackages || {}), fetched: fetched() });
   }
 }
 
@@ -292,7 +294,7 @@ self.onmessage = async (event) => {
       await makeSnapshot(msg);
     } else if (msg.type === "rendered") {
       py.get("link_docs")(sendPatch);
-      post({ type: "ready", heapBytes: heapBytes(), loaded: Object.keys(pyodide.loadedPackages) });
+      post({ type: "ready", heapBytes: heapBytes(), loaded: Object.keys(pyodide.loadedPackages), fetched: fetched() });
       py.get("render_hidden_tabs")();
     } else if (msg.type === "patch") {
       try {
@@ -306,9 +308,9 @@ self.onmessage = async (event) => {
   } catch (e) {
     const loaded = Object.keys(pyodide?.loadedPackages || {});
     if (e instanceof SiteError) {
-      post({ type: "error", what: e.what, detail: e.detail, loaded });
+      post({ type: "error", what: e.what, detail: e.detail, loaded, fetched: fetched() });
     } else if (msg.type === "start" || msg.type === "snapshot") {
-      post({ type: "error", what: "Starting the app", detail: String((e && e.stack) || e), loaded });
+      post({ type: "error", what: "Starting the app", detail: String((e && e.stack) || e), loaded, fetched: fetched() });
     } else {
       // A failing callback must not take the app down: log it like `panel serve` would.
       console.error(e);

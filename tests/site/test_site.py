@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, Visit, built, run_build, serve
+from conftest import ROOT, Visit, build, built, run_build, serve
 
 LOCK = json.loads((ROOT / "build.lock").read_text())
 
@@ -122,6 +123,45 @@ def test_modules_that_need_an_unshipped_package_are_dropped(tmp_path: Path) -> N
     assert build.drop_unimportable(tmp_path) == ["pkg.io.admin", "pkg.io.server"]
     assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.py")) == sorted(
         set(files) - {"pkg/io/server.py", "pkg/io/admin.py"})
+
+
+APP_DOCUMENT = """
+import inspect, json, sys
+import bokeh.models
+from bokeh.document import Document
+from playground.app import create_app
+doc = Document()
+create_app().server_doc(doc)
+print(json.dumps({"signature": str(inspect.signature(bokeh.models.Plot.__init__)),
+                  "document": str(doc.to_json())}))
+"""
+
+
+def test_source_edits_change_signatures_only(tmp_path: Path) -> None:
+    """build.SOURCE_EDITS (docs-only import work) applied to the installed bokeh (the pinned version): the
+    signatures are gone and the app's Bokeh document is exactly the same, ids included."""
+    import shutil
+    import subprocess
+    import sys
+
+    import bokeh
+
+    assert bokeh.__version__ == LOCK["wheels"]["bokeh"]["version"]
+    shutil.copytree(Path(bokeh.__file__).parent, tmp_path / "bokeh",
+                    ignore=shutil.ignore_patterns("__pycache__", "static", "sampledata"))
+    build.apply_source_edits(tmp_path, build.SOURCE_EDITS["bokeh"])
+
+    def document(*path: Path) -> dict:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(p) for p in (*path, ROOT / "py"))}
+        out = subprocess.run([sys.executable, "-c", APP_DOCUMENT], env=env, capture_output=True, text=True,
+                             check=True, timeout=300)
+        return json.loads(out.stdout.splitlines()[-1])
+
+    edited, original = document(tmp_path), document()
+    assert "x_range" in original["signature"] and "x_range" not in edited["signature"]
+    assert edited["document"] == original["document"]
+    with pytest.raises(build.BuildError, match="does not match"):
+        build.apply_source_edits(tmp_path, build.SOURCE_EDITS["bokeh"])  # already applied: no longer matches
 
 
 def test_app_code_ships_as_a_wheel_not_inlined(cdn_site: Path) -> None:
