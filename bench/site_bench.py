@@ -45,11 +45,13 @@ class CountingHandler(build.SiteHandler):
     """Counts the bytes of every file body served (no HTTP compression here: this is the payload)."""
 
     served: dict[str, int] = defaultdict(int)
+    times: dict[str, int] = defaultdict(int)  # bodies served per path: more than one in a cold visit = a waste
 
     def copyfile(self, source, outputfile) -> None:  # noqa: ANN001 - signature of the base class
         import os
 
         CountingHandler.served[self.path.split("?")[0]] += os.fstat(source.fileno()).st_size
+        CountingHandler.times[self.path.split("?")[0]] += 1
         super().copyfile(source, outputfile)
 
 
@@ -207,6 +209,7 @@ def visit(browser, url: str, ready_js: str, warm_runs: int) -> dict:  # noqa: AN
                else external.append(r.url))
     page = context.new_page()
     CountingHandler.served.clear()
+    CountingHandler.times.clear()
     result: dict = {"cold": None, "warm": [], "external": external}
     page.goto(url)
     result["cold"] = page.wait_for_function(ready_js, timeout=300_000, polling=20).json_value()
@@ -218,6 +221,7 @@ def visit(browser, url: str, ready_js: str, warm_runs: int) -> dict:  # noqa: AN
         timeout=300_000, polling=100).json_value()
     result["bytes"] = group_bytes(dict(CountingHandler.served))
     result["files"] = dict(CountingHandler.served)
+    result["twice"] = sorted(p for p, n in CountingHandler.times.items() if n > 1)
     result["memory"] = page.evaluate(MEMORY_JS)
     # The same after a full garbage collection: what the page keeps, without the garbage of the last patches.
     context.new_cdp_session(page).send("HeapProfiler.collectGarbage")
@@ -266,7 +270,8 @@ def main() -> int:
                                      ("baseline", base_url + "app.html", BASE_READY)):
                 r = visit(browser, url, ready, args.warm)
                 print(f"[bench] run {i + 1} {name}: cold {r['cold']:.0f} ms, warm {[round(w) for w in r['warm']]} ms, "
-                      f"{r['bytes']['total'] / 1e6:.2f} MB, external {len(r['external'])}, snapshot {r['snapshot']}"
+                      f"{r['bytes']['total'] / 1e6:.2f} MB (served twice: {', '.join(r['twice']) or 'none'}), "
+                      f"external {len(r['external'])}, snapshot {r['snapshot']}"
                       + (f", warm without snapshot {[round(w) for w in r['warm_no_snapshot']]} ms"
                          if "warm_no_snapshot" in r else ""), flush=True)
                 results[name].append(r)

@@ -247,7 +247,9 @@ function startWorker(manifest, mainJs) {
       }
     }
   };
-  worker.postMessage({ type: "start", manifest, location: pageLocation(), snapshot: useSnapshot });
+  // No service worker controls a first visit: the worker stores its downloads itself (worker.js `keepIn`).
+  const keep = "serviceWorker" in navigator && "caches" in self && !thisBuilds(manifest.build_id);
+  worker.postMessage({ type: "start", manifest, location: pageLocation(), snapshot: useSnapshot, keep });
 }
 
 // The next visit starts from a memory snapshot of this one's interpreter (site/snapshot.js): made by a second

@@ -1,9 +1,11 @@
 // Service worker: every asset the site loads (including NumPy from the Pyodide CDN when not vendored) is kept
 // in a cache named after the build id, so a second visit is served locally and works offline. A rebuild has a
 // new id -> loader.js registers sw.js?build=<new id> -> this worker replaces the old one and drops its cache.
-// A first visit does not wait for it: loader.js registers it once the app is ready (or has failed); it takes
-// control of the page (what the page fetches later passes through it), and 'keep' hands it every URL the visit
-// fetched before, which it stores from the browser's HTTP cache (revalidated, not downloaded again).
+// A first visit does not wait for it: its app worker stores its own downloads, and once the app is ready (or has
+// failed) loader.js registers this one and sends 'keep' with every URL the visit fetched. What is not stored
+// yet comes from the browser's HTTP cache (revalidated, not downloaded again); then it takes control of the page
+// (`navigator.serviceWorker.controller` set: everything is stored), and what the page fetches later passes
+// through it. (A page that another build's service worker controls moves to this one when it activates.)
 const BUILD = new URL(self.location.href).searchParams.get("build") || "unversioned";
 const PREFIX = "slm-site-";
 const CACHE = PREFIX + BUILD;
@@ -22,11 +24,12 @@ self.addEventListener("install", (event) => {
 });
 
 // Store what a visit fetched before this worker controlled it (a URL that fails is skipped: the next visit
-// fetches it again).
+// fetches it again), then control the page.
 async function keep(urls) {
   const cache = await caches.open(CACHE);
   const ours = [...new Set(urls.map((u) => u.split("#")[0]))].filter((u) => u.startsWith(scope) || u.startsWith(CDN));
   await Promise.allSettled(ours.map(async (u) => (await cache.match(u)) || cache.add(u)));
+  await self.clients.claim();
 }
 
 self.addEventListener("message", (event) => {
@@ -39,7 +42,6 @@ self.addEventListener("activate", (event) => {
     for (const name of await caches.keys()) {
       if (name.startsWith(PREFIX) && name !== CACHE) await caches.delete(name);
     }
-    await self.clients.claim();
   })());
 });
 

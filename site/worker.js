@@ -65,6 +65,11 @@ function assetFailed(url, reason) {
   }
 }
 
+// On a first visit no service worker stands between this worker and the network (loader.js registers it once
+// the app is ready): the worker puts what it downloads into this build's cache itself, as the service worker
+// would have (the page then hands the service worker the few files fetched otherwise).
+let keepIn = null; // Promise<Cache> while doing so
+
 // Count bytes from a clone, and hand Pyodide the untouched response: a synthetic Response would lose
 // its URL, and with it Chrome's compiled-wasm code cache.
 const realFetch = self.fetch.bind(self);
@@ -80,6 +85,10 @@ self.fetch = async (input, init) => {
   if (!resp.ok) {
     assetFailed(url, `HTTP ${resp.status}`);
     return resp;
+  }
+  if (keepIn && (url.startsWith(root) || Object.values(manifest.remote).some((r) => r.url === url))) {
+    const copy = resp.clone();
+    keepIn.then((cache) => cache.put(url, copy)).catch(() => {}); // a miss only costs the next visit a download
   }
   const stage = stageOf(url);
   if (knownSize(url) === null) extraTotal[stage] += Number(resp.headers.get("content-length") || 0);
@@ -218,6 +227,7 @@ async function start(msg) {
   const cacheName = CACHE_PREFIX + manifest.build_id;
 
   stage("runtime");
+  if (msg.keep) keepIn = caches.open(cacheName);
   const reading = msg.snapshot === false ? null : snapshot.load(root, cacheName, manifest.build_id);
   reading?.catch(() => {}); // reported by restoreSnapshot()
   const loadPyodide = await importPyodide();
