@@ -5,12 +5,19 @@ restored from that snapshot has done all of it already. worker.js sets ``app_mod
 ``timings`` (seconds) goes to the page with the render message.
 """
 
+import gc
 import importlib
 import os
 import time
 
 timings: dict[str, float] = {}
 _t = time.perf_counter()
+
+# The imports below create ~150k objects that live as long as the page: the cyclic collector would scan them at
+# every full collection, later while tokens stream too (~60 ms each). So it stays off until they are done, and
+# then they go to the permanent generation (gc.freeze). Measured in Node: a full collection afterwards 60 -> 3 ms,
+# the same heap size (no garbage of note kept); the imports 5-10 % faster there, no change in Chromium.
+gc.disable()
 
 # Panel reads PANEL_CDN_ROOT when panel.io.resources is imported: every stylesheet URL in the document then
 # points at the copies of Panel's CSS vendored next to the page, not at cdn.holoviz.org.
@@ -26,3 +33,6 @@ timings["import_panel"] = time.perf_counter() - _t
 _t = time.perf_counter()
 importlib.import_module(app_module)  # noqa: F821 - set by worker.js
 timings["import_app"] = time.perf_counter() - _t
+
+gc.freeze()
+gc.enable()
