@@ -104,6 +104,9 @@ async function replaceOtherBuildsServiceWorker(buildId) {
   return true;
 }
 
+// Resolves when `promise` does, or after `ms` with "timeout": a stuck service worker must not hold up the snapshot.
+const within = (ms, promise) => Promise.race([promise, new Promise((r) => setTimeout(() => r("timeout"), ms))]);
+
 async function keepForNextVisit(buildId, fetchedByWorker) {
   if (!("serviceWorker" in navigator)) return;
   try {
@@ -111,13 +114,15 @@ async function keepForNextVisit(buildId, fetchedByWorker) {
     if (thisBuilds(buildId)) return; // it controlled this visit: everything passed through it
     const sw = registration.installing || registration.waiting || registration.active;
     const settled = () => sw.state === "activated" || sw.state === "redundant";
-    if (!settled()) await new Promise((resolve) => sw.addEventListener("statechange", () => settled() && resolve()));
-    if (sw.state === "redundant") return; // its install failed: the next visit tries again
+    if (!settled()) {
+      await within(30000, new Promise((resolve) => sw.addEventListener("statechange", () => settled() && resolve())));
+    }
+    if (sw.state !== "activated") return; // its install failed or stalled: the next visit tries again
     const urls = [location.href, ...performance.getEntriesByType("resource").map((e) => e.name), ...fetchedByWorker];
     const channel = new MessageChannel();
     const kept = new Promise((resolve) => (channel.port1.onmessage = resolve));
     sw.postMessage({ type: "keep", urls }, [channel.port2]);
-    await kept;
+    if ((await within(60000, kept)) === "timeout") console.warn("[site] the service worker did not confirm storing");
   } catch (e) {
     console.warn("[site] service worker not available:", e);
   }
