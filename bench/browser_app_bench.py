@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import build  # noqa: E402
-from site_bench import CHROMIUM_ARGS  # noqa: E402 - the sibling benchmark's browser settings
+from site_bench import CHROMIUM_ARGS, settle  # noqa: E402 - the sibling benchmark's browser settings and wait
 
 
 def main() -> None:
@@ -42,10 +42,8 @@ def main() -> None:
             # Measure the app at rest, as a learner meets it: after the snapshot worker (site/snapshot.js) and the
             # app's background building of the hidden tabs (playground.app) are done; both compete for the CPU.
             page.wait_for_function("document.body.dataset.snapshot !== 'saving'", timeout=180_000)
+            settle(page)
             worker = page.workers[0]
-            idle = "import playground.app as a; not (a._PENDING or a._TASKS)"
-            while not worker.evaluate("code => self.sitePyodide.runPython(code)", idle):
-                page.wait_for_timeout(200)
             worker.evaluate("src => { self.sitePyodide.globals.set('bench_source', src); }", source)
             run = f'ns = {{}}; exec(bench_source, ns); ns["table"](ns["rows"]({args.repeats}))'
             text = worker.evaluate("code => self.sitePyodide.runPython(code)", run)

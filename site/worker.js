@@ -17,6 +17,8 @@ let py = null; // the namespace boot.py ran in (apply_patch, link_docs, set_loca
 const post = (msg, transfer) => self.postMessage(msg, transfer || []);
 // What this worker downloaded, for the service worker to keep on a first visit (loader.js keepForNextVisit).
 const fetched = () => performance.getEntriesByType("resource").map((e) => e.name);
+const postError = (what, detail) =>
+  post({ type: "error", what, detail, loaded: Object.keys(pyodide?.loadedPackages || {}), fetched: fetched() });
 
 // An error the page shows verbatim: `what` names the asset or step that failed.
 class SiteError extends Error {
@@ -60,8 +62,7 @@ const STAGE_LABEL = { runtime: "Pyodide runtime", packages: "Python packages", a
 function assetFailed(url, reason) {
   failed.push({ url, reason });
   if (knownSize(url) !== null && stageOf(url) === "runtime") {
-    post({ type: "error", what: `${STAGE_LABEL[stageOf(url)]}: could not download ${describe(url).split(" (")[0]}`,
-      detail: `${url}: ${reason}`, loaded: Object.keys(pyodide?.loadedPackages || {}), fetched: fetched() });
+    postError(`${STAGE_LABEL[stageOf(url)]}: could not download ${describe(url).split(" (")[0]}`, `${url}: ${reason}`);
   }
 }
 
@@ -316,11 +317,10 @@ self.onmessage = async (event) => {
       py.get("set_location")(msg.location);
     }
   } catch (e) {
-    const loaded = Object.keys(pyodide?.loadedPackages || {});
     if (e instanceof SiteError) {
-      post({ type: "error", what: e.what, detail: e.detail, loaded, fetched: fetched() });
+      postError(e.what, e.detail);
     } else if (msg.type === "start" || msg.type === "snapshot") {
-      post({ type: "error", what: "Starting the app", detail: String((e && e.stack) || e), loaded, fetched: fetched() });
+      postError("Starting the app", String((e && e.stack) || e));
     } else {
       // A failing callback must not take the app down: log it like `panel serve` would.
       console.error(e);
