@@ -126,42 +126,66 @@ def test_modules_that_need_an_unshipped_package_are_dropped(tmp_path: Path) -> N
 
 
 APP_DOCUMENT = """
-import inspect, json, sys
-import bokeh.models
+import hashlib, inspect, json, sys, types
+import bokeh.core.templates, bokeh.models, panel.io.resources
 from bokeh.document import Document
 from playground.app import create_app
 doc = Document()
 create_app().server_doc(doc)
+
+def shape(code):  # a code object's instructions, names and constants, nested code included
+    return [code.co_code.hex(), code.co_names, code.co_varnames,
+            [shape(c) if isinstance(c, types.CodeType) else repr(c) for c in code.co_consts]]
+
+templates = {}
+for env in (panel.io.resources._env, bokeh.core.templates.get_env()):
+    cache = env.bytecode_cache
+    for (_, name), template in list(env.cache.items()):
+        source, filename, _ = env.loader.get_source(env, name)
+        templates[name] = {
+            "code": hashlib.sha256(json.dumps(shape(template.root_render_func.__code__)).encode()).hexdigest(),
+            "from_cache": cache is not None and cache.get_bucket(env, name, filename, source).code is not None,
+            "cache_dir": getattr(cache, "directory", None)}
 print(json.dumps({"signature": str(inspect.signature(bokeh.models.Plot.__init__)),
-                  "document": str(doc.to_json())}))
+                  "document": str(doc.to_json()), "templates": templates}))
 """
 
 
-def test_source_edits_change_signatures_only(tmp_path: Path) -> None:
-    """build.SOURCE_EDITS (docs-only import work) applied to the installed bokeh (the pinned version): the
-    signatures are gone and the app's Bokeh document is exactly the same, ids included."""
+def test_source_edits_change_docs_and_template_compilation_only(tmp_path: Path) -> None:
+    """build.SOURCE_EDITS applied to the installed bokeh and panel (the pinned versions): the signatures are
+    gone, Panel's and Bokeh's Jinja environments keep compiled templates in their template folders and use
+    them in the next process, and the app's Bokeh document and the compiled templates are exactly the same."""
     import shutil
     import subprocess
     import sys
 
     import bokeh
+    import panel
 
-    assert bokeh.__version__ == LOCK["wheels"]["bokeh"]["version"]
-    shutil.copytree(Path(bokeh.__file__).parent, tmp_path / "bokeh",
-                    ignore=shutil.ignore_patterns("__pycache__", "static", "sampledata"))
-    build.apply_source_edits(tmp_path, build.SOURCE_EDITS["bokeh"])
+    for module, name in ((bokeh, "bokeh"), (panel, "panel")):
+        assert module.__version__.split("+")[0] == LOCK["wheels"][name]["version"]
+        shutil.copytree(Path(module.__file__).parent, tmp_path / name,
+                        ignore=shutil.ignore_patterns("__pycache__", "static", "sampledata", "dist", "tests"))
+        build.apply_source_edits(tmp_path, build.SOURCE_EDITS[name])
 
-    def document(*path: Path) -> dict:
+    def run(*path: Path) -> dict:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(p) for p in (*path, ROOT / "py"))}
         out = subprocess.run([sys.executable, "-c", APP_DOCUMENT], env=env, capture_output=True, text=True,
                              check=True, timeout=300)
         return json.loads(out.stdout.splitlines()[-1])
 
-    edited, original = document(tmp_path), document()
-    assert "x_range" in original["signature"] and "x_range" not in edited["signature"]
-    assert edited["document"] == original["document"]
-    with pytest.raises(build.BuildError, match="does not match"):
-        build.apply_source_edits(tmp_path, build.SOURCE_EDITS["bokeh"])  # already applied: no longer matches
+    original, first, second = run(), run(tmp_path), run(tmp_path)
+    assert "x_range" in original["signature"] and "x_range" not in first["signature"]
+    assert first["document"] == second["document"] == original["document"]
+    assert len(original["templates"]) >= 20 and first["templates"].keys() == original["templates"].keys()
+    for name, template in original["templates"].items():
+        assert template["cache_dir"] is None and not template["from_cache"], name
+        assert first["templates"][name]["code"] == second["templates"][name]["code"] == template["code"], name
+        assert second["templates"][name]["from_cache"], name  # written by the first run, read by the second
+        assert tmp_path in Path(first["templates"][name]["cache_dir"]).parents, name  # the edited copies
+    for name in ("bokeh", "panel"):
+        with pytest.raises(build.BuildError, match="does not match"):
+            build.apply_source_edits(tmp_path, build.SOURCE_EDITS[name])  # already applied: no longer matches
 
 
 def test_app_code_ships_as_a_wheel_not_inlined(cdn_site: Path) -> None:

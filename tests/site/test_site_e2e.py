@@ -116,6 +116,19 @@ except AttributeError as e:
     outcome = str(e)
 f"{np.linalg.norm([3.0, 4.0])}|{outcome}"`)""")
             assert linalg.startswith("5.0|") and "LAPACK routines" in linalg, linalg
+            # Every template Panel and Bokeh have loaded came with bytecode that fits this Python and that
+            # template's source (build.template_bytecode): Jinja had nothing to compile.
+            templates = visit.page.workers[0].evaluate("""self.sitePyodide.runPython(`
+import json, bokeh.core.templates, panel.io.resources
+rows = []
+for env in (panel.io.resources._env, bokeh.core.templates.get_env()):
+    for (_, name), template in list(env.cache.items()):
+        source, filename, _ = env.loader.get_source(env, name)
+        bucket = env.bytecode_cache.get_bucket(env, name, filename, source)
+        rows.append([name, bucket.code is not None])
+json.dumps(rows)`)""")
+            rows = json.loads(templates)
+            assert len(rows) >= 21 and all(ok for _, ok in rows), rows
             assert visit.external == [], visit.external
             assert not [c for c in visit.console if "Content Security Policy" in c or "pageerror" in c], visit.console
         finally:
