@@ -1,11 +1,11 @@
 // Service worker: every asset the site loads (including NumPy from the Pyodide CDN when not vendored) is kept
 // in a cache named after the build id, so a second visit is served locally and works offline. A rebuild has a
 // new id -> loader.js registers sw.js?build=<new id> -> this worker replaces the old one and drops its cache.
-// A first visit does not wait for it: its app worker stores its own downloads, and once the app is ready (or has
-// failed) loader.js registers this one and sends 'keep' with every URL the visit fetched. What is not stored
-// yet comes from the browser's HTTP cache (revalidated, not downloaded again); then it takes control of the page
-// (`navigator.serviceWorker.controller` set: everything is stored), and what the page fetches later passes
-// through it. (A page that another build's service worker controls moves to this one when it activates.)
+// A first visit does not wait for it: its app worker stores the runtime files it downloads, and once the app is
+// ready (or has failed) loader.js registers this one and sends 'keep' with every URL the visit fetched. What is
+// not stored yet comes from the browser's HTTP cache (revalidated, not downloaded again); then it takes control
+// of the page (`navigator.serviceWorker.controller` set: everything is stored), and what the page fetches later
+// passes through it. (A page that another build's service worker controls moves to this one when it activates.)
 const BUILD = new URL(self.location.href).searchParams.get("build") || "unversioned";
 const PREFIX = "slm-site-";
 const CACHE = PREFIX + BUILD;
