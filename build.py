@@ -368,7 +368,10 @@ def unpack(whl: Path, dest: Path, keep: Callable[[str], bool]) -> None:
 # already (WHEEL_OPTIMIZE). Each edit must match the pinned source exactly once, or the build stops.
 #
 # Also: `import panel` compiles 21 Jinja templates of Panel and Bokeh (0.07-0.09 s); their two Environments get a
-# bytecode cache in their own template folders, which the build fills (template_bytecode(), below).
+# bytecode cache in their own template folders, which the build fills (template_bytecode(), below). And it
+# imports two things nothing here uses: `panel.chat` (now on first access of `pn.chat`), and `unittest.mock`, for
+# panel.io.cache's hashing of mocks; keyed by type name instead (Panel's own form for types it does not import),
+# every mock still hashes as before (by id, which is also the fallback for objects without a hash function).
 SOURCE_EDITS: dict[str, tuple[tuple[str, str, str], ...]] = {
     "bokeh": (("bokeh/model/model.py",
                "            parameters = [x[0] for x in  cls.parameters()]\n"
@@ -383,7 +386,16 @@ SOURCE_EDITS: dict[str, tuple[tuple[str, str, str], ...]] = {
                "\n",
                "    return Environment(loader=FileSystemLoader(templates_path), trim_blocks=True, lstrip_blocks=True,\n"
                "                       bytecode_cache=FileSystemBytecodeCache(templates_path))\n")),
-    "panel": (("panel/io/resources.py",
+    "panel": (("panel/__init__.py",
+               "from . import chat  # isort:skip noqa has to be after widgets\n",
+               "def __getattr__(name):\n"
+               "    if name == 'chat':\n"
+               "        import importlib\n"
+               "        return importlib.import_module('.chat', __name__)\n"
+               "    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')\n"),
+              ("panel/io/cache.py", "import unittest.mock\n", ""),
+              ("panel/io/cache.py", "    unittest.mock.Mock : lambda obj:", "    'unittest.mock.Mock': lambda obj:"),
+              ("panel/io/resources.py",
                "from jinja2.loaders import FileSystemLoader\n",
                "from jinja2.bccache import FileSystemBytecodeCache\nfrom jinja2.loaders import FileSystemLoader\n"),
               ("panel/io/resources.py",

@@ -127,7 +127,8 @@ def test_modules_that_need_an_unshipped_package_are_dropped(tmp_path: Path) -> N
 
 APP_DOCUMENT = """
 import hashlib, inspect, json, sys, types
-import bokeh.core.templates, bokeh.models, panel.io.resources
+import bokeh.core.templates, bokeh.models, panel, panel.io.resources
+imported = {name: name in sys.modules for name in ("panel.chat", "unittest.mock")}
 from bokeh.document import Document
 from playground.app import create_app
 doc = Document()
@@ -146,15 +147,30 @@ for env in (panel.io.resources._env, bokeh.core.templates.get_env()):
             "code": hashlib.sha256(json.dumps(shape(template.root_render_func.__code__)).encode()).hexdigest(),
             "from_cache": cache is not None and cache.get_bucket(env, name, filename, source).code is not None,
             "cache_dir": getattr(cache, "directory", None)}
+content = doc.to_json().content
+defs = sorted(d["name"] for d in content.get("defs", []))
+from bokeh.model import Model
+registered = set(Model.model_class_reverse_map)
+import panel.chat  # imported with Panel by the original, on first use by the edited one
+chat_models = sorted(set(Model.model_class_reverse_map) - registered)
+import unittest.mock
+cache = sys.modules["panel.io.cache"]
+mocks = [m() for m in (unittest.mock.Mock, unittest.mock.MagicMock, unittest.mock.NonCallableMock,
+                       unittest.mock.AsyncMock)]
 print(json.dumps({"signature": str(inspect.signature(bokeh.models.Plot.__init__)),
-                  "document": str(doc.to_json()), "templates": templates}))
+                  "document": str({k: v for k, v in content.items() if k != "defs"}), "defs": defs,
+                  "chat_models": chat_models, "templates": templates, "imported": imported,
+                  "chat": panel.chat.ChatInterface.__name__,
+                  "mock_hashes_by_id": [cache._generate_hash(m) == cache._int_to_bytes(id(m)) for m in mocks]}))
 """
 
 
 def test_source_edits_change_docs_and_template_compilation_only(tmp_path: Path) -> None:
     """build.SOURCE_EDITS applied to the installed bokeh and panel (the pinned versions): the signatures are
     gone, Panel's and Bokeh's Jinja environments keep compiled templates in their template folders and use
-    them in the next process, and the app's Bokeh document and the compiled templates are exactly the same."""
+    them in the next process, panel.chat and unittest.mock are not imported with Panel, and the app's Bokeh
+    document (but for the definitions of panel.chat's data models), the compiled templates, pn.chat and the
+    hashing of mocks are exactly as before."""
     import shutil
     import subprocess
     import sys
@@ -176,7 +192,15 @@ def test_source_edits_change_docs_and_template_compilation_only(tmp_path: Path) 
 
     original, first, second = run(), run(tmp_path), run(tmp_path)
     assert "x_range" in original["signature"] and "x_range" not in first["signature"]
+    # Not imported with Panel any more, and still there when asked for: pn.chat; mocks hash by id as before.
+    assert original["imported"] == {"panel.chat": True, "unittest.mock": True}
+    assert first["imported"] == {"panel.chat": False, "unittest.mock": False}
+    assert first["chat"] == original["chat"] == "ChatInterface"
+    assert first["mock_hashes_by_id"] == original["mock_hashes_by_id"] == [True] * 4
     assert first["document"] == second["document"] == original["document"]
+    # The document also defines Panel's data models; what the edited Panel leaves out are panel.chat's.
+    missing = set(original["defs"]) - set(first["defs"])
+    assert set(first["defs"]) <= set(original["defs"]) and missing <= set(first["chat_models"]), missing
     assert len(original["templates"]) >= 20 and first["templates"].keys() == original["templates"].keys()
     for name, template in original["templates"].items():
         assert template["cache_dir"] is None and not template["from_cache"], name
