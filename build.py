@@ -506,13 +506,18 @@ def sdist_to_tree(sdist: Path, entry: dict, dest: Path) -> None:
     write_dist_info(dest, entry["dist_name"], entry["version"], entry["package_dirs"].values())
 
 
-# Runs inside the npm Pyodide under Node: byte-compile a host folder for the browser's Python 3.13.
-# PYTHONNODEBUGRANGES (CPython's -X no_debug_ranges): the bytecode keeps line numbers but not the column table
-# behind a traceback's ^^^ markers, a quarter of a compressed .pyc (wheels and stdlib together 1.1 MB smaller).
-NODE_COMPILE = r"""
+def node_pyodide(body: str) -> str:
+    """A Node script running `body` inside the npm Pyodide, as every build step under Node does: arguments
+    <package dir> <host folder> [`args`...], the host folder mounted at /host, any error -> exit status 1.
+    PYTHONNODEBUGRANGES (CPython's -X no_debug_ranges): the bytecode it compiles keeps line numbers but not the
+    column table behind a traceback's ^^^ markers, a quarter of a compressed .pyc (wheels and stdlib together
+    1.1 MB smaller); the script stops if the option does not reach Python."""
+    return r"""
+const fs = require("fs");
 const path = require("path");
-const [pkg, hostDir, ddir, mode, optimize] = process.argv.slice(2);
+const [pkg, hostDir, ...args] = process.argv.slice(2);
 const { loadPyodide } = require(path.join(pkg, "pyodide.js"));
+globalThis.XMLHttpRequest = class {}; // panel.io.pyodide imports it from `js` (a browser has one)
 (async () => {
   const py = await loadPyodide({ indexURL: pkg + "/", env: { HOME: "/home/pyodide", PYTHONNODEBUGRANGES: "1" } });
   if (py.runPython("next(compile('a', '', 'eval').co_positions())[2] is not None")) {
@@ -520,6 +525,21 @@ const { loadPyodide } = require(path.join(pkg, "pyodide.js"));
   }
   py.FS.mkdirTree("/host");
   py.FS.mount(py.FS.filesystems.NODEFS, { root: hostDir }, "/host");
+""" + body + """
+  process.exit(0);
+})().catch((e) => { console.error(e); process.exit(1); });
+"""
+
+
+def run_node_pyodide(pkg: Path, name: str, body: str, host: Path, *args: str) -> None:
+    script = CACHE / name
+    script.write_text(node_pyodide(body))
+    run(["node", str(script), str(pkg), str(host), *args])
+
+
+# Byte-compile the host folder for the browser's Python 3.13.
+NODE_COMPILE = r"""
+  const [ddir, mode, optimize] = args;
   py.globals.set("ddir", ddir);
   py.globals.set("mode", mode);
   py.globals.set("optimize", Number(optimize));
@@ -531,15 +551,12 @@ kw = dict(legacy=True) if mode == "legacy" else dict(
     invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
 compileall.compile_dir("/host", ddir=ddir, quiet=1, workers=1, optimize=optimize, **kw)
 `);
-  process.exit(ok === false ? 1 : 0);
-})().catch((e) => { console.error(e); process.exit(1); });
+  if (ok === false) process.exit(1);
 """
 
 
 def compile_tree(pkg: Path, tree: Path, ddir: str, mode: str, optimize: int = 0) -> None:
-    script = CACHE / "compile_pyc.cjs"
-    script.write_text(NODE_COMPILE)
-    run(["node", str(script), str(pkg), str(tree), ddir, mode, str(optimize)])
+    run_node_pyodide(pkg, "compile_pyc.cjs", NODE_COMPILE, tree, ddir, mode, str(optimize))
     if mode == "legacy":
         for py in tree.rglob("*.py"):
             if py.with_suffix(".pyc").is_file():
@@ -548,21 +565,12 @@ def compile_tree(pkg: Path, tree: Path, ddir: str, mode: str, optimize: int = 0)
                 raise BuildError(f"compileall left no bytecode for {py} (syntax not valid for Python 3.13?)")
 
 
-# Runs inside the npm Pyodide under Node: install the site's wheels, do prelude.py's imports, and copy out the
-# Jinja bytecode cache files that Panel's and Bokeh's Environments (SOURCE_EDITS) wrote while compiling templates.
+# Install the site's wheels (the arguments), do prelude.py's imports, and copy out to the host folder the Jinja
+# bytecode cache files that Panel's and Bokeh's Environments (SOURCE_EDITS) wrote while compiling templates.
 NODE_TEMPLATE_BYTECODE = r"""
-const fs = require("fs");
-const path = require("path");
-const [pkg, hostDir, ...wheels] = process.argv.slice(2);
-const { loadPyodide } = require(path.join(pkg, "pyodide.js"));
-globalThis.XMLHttpRequest = class {}; // panel.io.pyodide imports it from `js` (a browser has one)
-(async () => {
-  const py = await loadPyodide({ indexURL: pkg + "/", env: { HOME: "/home/pyodide", PYTHONNODEBUGRANGES: "1" } });
   const site = py.runPython("import sysconfig; sysconfig.get_path('purelib')");
   // Unpacked without loading their .so files: Python loads an extension module when it is imported.
-  for (const whl of wheels) py.unpackArchive(new Uint8Array(fs.readFileSync(whl)), "zip", { extractDir: site });
-  py.FS.mkdirTree("/host");
-  py.FS.mount(py.FS.filesystems.NODEFS, { root: hostDir }, "/host");
+  for (const whl of args) py.unpackArchive(new Uint8Array(fs.readFileSync(whl)), "zip", { extractDir: site });
   py.runPython(`
 import pathlib, shutil, sysconfig
 import panel, panel.io.pyodide  # what prelude.py imports
@@ -572,7 +580,6 @@ for cached in site.glob("*/**/__jinja2_*.cache"):
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(cached, target)
 `);
-})().catch((e) => { console.error(e); process.exit(1); });
 """
 
 
@@ -581,7 +588,8 @@ def template_bytecode(pkg: Path, entries: dict[str, dict], out_dir: Path) -> dic
     cache holds marshalled code): ~0.09 s off a first visit's app stage. Needs a wasm NumPy (Panel imports
     it), so only builds that vendor one get it; without it, the same templates are compiled at run time."""
     wheels = sorted(e["path"] for name, e in entries.items() if name != "slm_playground")  # not the app
-    key = hashlib.sha256("|".join([PROCESS_VERSION, NODE_TEMPLATE_BYTECODE, *map(sha256_file, wheels)]).encode())
+    script = node_pyodide(NODE_TEMPLATE_BYTECODE)
+    key = hashlib.sha256("|".join([PROCESS_VERSION, script, *map(sha256_file, wheels)]).encode())
     name, version = "site_template_bytecode", "1"
     cache = CACHE / "site" / f"{key.hexdigest()[:16]}-{name}-{version}-py3-none-any.whl"
     if not cache.is_file():
@@ -589,10 +597,8 @@ def template_bytecode(pkg: Path, entries: dict[str, dict], out_dir: Path) -> dic
         with tempfile.TemporaryDirectory() as tmp:
             tree = Path(tmp) / "tree"
             tree.mkdir()
-            script = CACHE / "template_bytecode.cjs"
-            script.write_text(NODE_TEMPLATE_BYTECODE)
             try:
-                run(["node", str(script), str(pkg), str(tree), *map(str, wheels)])
+                run_node_pyodide(pkg, "template_bytecode.cjs", NODE_TEMPLATE_BYTECODE, tree, *map(str, wheels))
             except BuildError as e:  # e.g. a stand-in NumPy without the module (the tests' fake wheel)
                 log(f"no template bytecode: Panel does not import under Node with these wheels "
                     f"({str(e).strip().splitlines()[-1]})")

@@ -89,12 +89,12 @@ self.fetch = async (input, init) => {
     return resp;
   }
   const stage = stageOf(url);
+  const size = knownSize(url) ?? Number(resp.headers.get("content-length") || 0);
+  if (knownSize(url) === null) extraTotal[stage] += size;
   if (init?.integrity) {
     // A package file (loadPackage checks each one's sha256): the promise resolves once the whole file is in, so
     // it is counted now, and the service worker keeps it after 'ready'. Copying its stream on this thread, to
     // count chunks and to store it, made the packages stage 0.06 s slower (10 alternating cold visits).
-    const size = knownSize(url) ?? Number(resp.headers.get("content-length") || 0);
-    if (knownSize(url) === null) extraTotal[stage] += size;
     bytes[stage] += size;
     reportProgress();
     return resp;
@@ -103,7 +103,6 @@ self.fetch = async (input, init) => {
     const copy = resp.clone();
     keepIn.then((cache) => cache.put(url, copy)).catch(() => {}); // a miss only costs the next visit a download
   }
-  if (knownSize(url) === null) extraTotal[stage] += Number(resp.headers.get("content-length") || 0);
   if (resp.body) {
     const reader = resp.clone().body.getReader();
     (async () => {
