@@ -365,13 +365,28 @@ def unpack(whl: Path, dest: Path, keep: Callable[[str], bool]) -> None:
 # `__init__` signature from every property (with Sphinx type links) and an example docstring: 0.15 s of the
 # ~1 s `import panel` takes in the worker (docs/site.md). help() and IDEs read them; nothing in the worker does
 # (bokeh.plotting's glyph methods call `parameters()` themselves). The wheels are compiled without docstrings
-# already (WHEEL_OPTIMIZE). Each edit must match the pinned source exactly once, or the build stops.
+# already (WHEEL_OPTIMIZE). The same for bokeh.plotting's 66 glyph methods (0.03 s): their signatures list
+# the positional arguments only (what the methods map `*args` to), with no generated docstring.
+# Each edit must match the pinned source exactly once, or the build stops.
+#
+# Param, on creating a Parameterized class, looks up every slot of every new parameter in every class of the
+# MRO (about a quarter of `import panel`). Its edit finds the classes that define the parameter once per
+# parameter, not once per slot, and reads a slot with one getattr instead of hasattr + getattr: the same
+# result (tests/site compares every slot of every parameter of ~290 classes), 0.175 -> 0.13 s in Node.
 #
 # Also: `import panel` compiles 21 Jinja templates of Panel and Bokeh (0.07-0.09 s); their two Environments get a
 # bytecode cache in their own template folders, which the build fills (template_bytecode(), below). And it
 # imports two things nothing here uses: `panel.chat` (now on first access of `pn.chat`), and `unittest.mock`, for
 # panel.io.cache's hashing of mocks; keyed by type name instead (Panel's own form for types it does not import),
 # every mock still hashes as before (by id, which is also the fallback for objects without a hash function).
+_GLYPH_PARAMETERS = ("        parameters = glyphclass.parameters()\n\n"
+                     '        sigparams = [Parameter("self", Parameter.POSITIONAL_OR_KEYWORD)]'
+                     ' + [x[0] for x in parameters] + [Parameter("kwargs", Parameter.VAR_KEYWORD)]\n')
+_GLYPH_POSITIONALS = ('        sigparams = [Parameter("self", Parameter.POSITIONAL_OR_KEYWORD)]'
+                      " + [Parameter(name, Parameter.POSITIONAL_OR_KEYWORD) for name in glyphclass._args]"
+                      ' + [Parameter("kwargs", Parameter.VAR_KEYWORD)]\n')
+_GLYPH_DOCSTRING = "        wrapped.__doc__ = generate_docstring(glyphclass, parameters, func.__doc__)\n\n"
+_GLYPH_RETURN = "        return wrapped\n\n    return decorator\n\n"
 SOURCE_EDITS: dict[str, tuple[tuple[str, str, str], ...]] = {
     "bokeh": (("bokeh/model/model.py",
                "            parameters = [x[0] for x in  cls.parameters()]\n"
@@ -385,7 +400,13 @@ SOURCE_EDITS: dict[str, tuple[tuple[str, str, str], ...]] = {
                "    return Environment(loader=FileSystemLoader(templates_path), trim_blocks=True, lstrip_blocks=True)"
                "\n",
                "    return Environment(loader=FileSystemLoader(templates_path), trim_blocks=True, lstrip_blocks=True,\n"
-               "                       bytecode_cache=FileSystemBytecodeCache(templates_path))\n")),
+               "                       bytecode_cache=FileSystemBytecodeCache(templates_path))\n"),
+              ("bokeh/plotting/_decorators.py", _GLYPH_PARAMETERS + "\n        marker_type",
+               _GLYPH_POSITIONALS + "\n        marker_type"),
+              ("bokeh/plotting/_decorators.py", _GLYPH_PARAMETERS + "\n        @wraps",
+               _GLYPH_POSITIONALS + "\n        @wraps"),
+              ("bokeh/plotting/_decorators.py", _GLYPH_DOCSTRING + _GLYPH_RETURN + "def", _GLYPH_RETURN + "def"),
+              ("bokeh/plotting/_decorators.py", _GLYPH_DOCSTRING + _GLYPH_RETURN + "#", _GLYPH_RETURN + "#")),
     "panel": (("panel/__init__.py",
                "from . import chat  # isort:skip noqa has to be after widgets\n",
                "def __getattr__(name):\n"
@@ -402,6 +423,26 @@ SOURCE_EDITS: dict[str, tuple[tuple[str, str, str], ...]] = {
                "    return Environment(loader=FileSystemLoader([\n",
                "    return Environment(bytecode_cache=FileSystemBytecodeCache(str(internal_path.resolve())),\n"
                "                       loader=FileSystemLoader([\n")),
+    "param": (("param/parameterized.py",
+               "        private = mcs.__get_private()\n"
+               "        for slot in slots.keys():\n",
+               "        private = mcs.__get_private()\n"
+               "        defining = [p for p in (scls.__dict__.get(param_name) for scls in supers) if p is not None]\n"
+               "        no_slot = object()\n"
+               "        for slot in slots.keys():\n"),
+              ("param/parameterized.py",
+               "            for scls in supers:\n"
+               "                # Class may not define parameter or slot might not be\n"
+               "                # there because could be a more general type of Parameter\n"
+               "                new_param = scls.__dict__.get(param_name)\n"
+               "                if new_param is None or not hasattr(new_param, slot):\n"
+               "                    continue\n"
+               "\n"
+               "                new_value = getattr(new_param, slot)\n",
+               "            for new_param in defining:\n"
+               "                new_value = getattr(new_param, slot, no_slot)\n"
+               "                if new_value is no_slot:\n"
+               "                    continue\n")),
 }
 
 

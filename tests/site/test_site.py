@@ -155,38 +155,69 @@ import panel.chat  # imported with Panel by the original, on first use by the ed
 chat_models = sorted(set(Model.model_class_reverse_map) - registered)
 import unittest.mock
 cache = sys.modules["panel.io.cache"]
+
+import warnings
+from bokeh.plotting import figure
+plot = figure()
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # the marker methods are deprecated
+    glyphs = [str(r.glyph.properties_with_values(include_defaults=False)) for r in (
+        plot.quad(1, 2, 3, 4), plot.line([1, 2], [3, 4], color="red"), plot.asterisk([1], [2], size=3))]
 mocks = [m() for m in (unittest.mock.Mock, unittest.mock.MagicMock, unittest.mock.NonCallableMock,
                        unittest.mock.AsyncMock)]
 print(json.dumps({"signature": str(inspect.signature(bokeh.models.Plot.__init__)),
                   "document": str({k: v for k, v in content.items() if k != "defs"}), "defs": defs,
                   "chat_models": chat_models, "templates": templates, "imported": imported,
-                  "chat": panel.chat.ChatInterface.__name__,
+                  "chat": panel.chat.ChatInterface.__name__, "glyphs": glyphs,
+                  "glyph_signatures": [str(inspect.signature(getattr(figure, m))) for m in ("quad", "asterisk")],
                   "mock_hashes_by_id": [cache._generate_hash(m) == cache._int_to_bytes(id(m)) for m in mocks]}))
 """
 
+# Every slot of every parameter of every Parameterized class, right after the imports: later, Panel's widgets
+# set `allow_refs` on their classes' parameters when first instantiated, which subclasses created after that
+# inherit.
+PARAMETERS = """
+import hashlib, json, os, re
+import panel, panel.chat, param, playground.app
+def stable(value):  # a slot value's repr without what differs between processes: addresses, Panel's folder
+    return re.sub(r" at 0x[0-9a-f]+", "", repr(value)).replace(os.path.dirname(panel.__file__), "<panel>")
+def parameterized(cls):
+    yield cls
+    for sub in cls.__subclasses__():
+        yield from parameterized(sub)
+parameters = {}
+for cls in parameterized(param.Parameterized):
+    slots = {name: {slot: stable(getattr(p, slot)) for slot in type(p)._all_slots_ if slot != "owner"}
+             for name, p in cls.param.objects(instance=False).items()}
+    parameters[f"{cls.__module__}.{cls.__qualname__}"] = hashlib.sha256(
+        json.dumps(slots, sort_keys=True).encode()).hexdigest()
+print(json.dumps(parameters))
+"""
 
 def test_source_edits_change_docs_and_template_compilation_only(tmp_path: Path) -> None:
     """build.SOURCE_EDITS applied to the installed bokeh and panel (the pinned versions): the signatures are
     gone, Panel's and Bokeh's Jinja environments keep compiled templates in their template folders and use
     them in the next process, panel.chat and unittest.mock are not imported with Panel, and the app's Bokeh
-    document (but for the definitions of panel.chat's data models), the compiled templates, pn.chat and the
-    hashing of mocks are exactly as before."""
+    document (but for the definitions of panel.chat's data models), the compiled templates, pn.chat, the
+    hashing of mocks, what Bokeh's glyph methods make of positional arguments and every slot of every
+    parameter of every Parameterized class (param's edit is a speed-up only) are exactly as before."""
     import shutil
     import subprocess
     import sys
 
     import bokeh
     import panel
+    import param
 
-    for module, name in ((bokeh, "bokeh"), (panel, "panel")):
+    for module, name in ((bokeh, "bokeh"), (panel, "panel"), (param, "param")):
         assert module.__version__.split("+")[0] == LOCK["wheels"][name]["version"]
         shutil.copytree(Path(module.__file__).parent, tmp_path / name,
                         ignore=shutil.ignore_patterns("__pycache__", "static", "sampledata", "dist", "tests"))
         build.apply_source_edits(tmp_path, build.SOURCE_EDITS[name])
 
-    def run(*path: Path) -> dict:
+    def run(*path: Path, script: str = APP_DOCUMENT) -> dict:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(p) for p in (*path, ROOT / "py"))}
-        out = subprocess.run([sys.executable, "-c", APP_DOCUMENT], env=env, capture_output=True, text=True,
+        out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
                              check=True, timeout=300)
         return json.loads(out.stdout.splitlines()[-1])
 
@@ -198,6 +229,13 @@ def test_source_edits_change_docs_and_template_compilation_only(tmp_path: Path) 
     assert first["chat"] == original["chat"] == "ChatInterface"
     assert first["mock_hashes_by_id"] == original["mock_hashes_by_id"] == [True] * 4
     assert first["document"] == second["document"] == original["document"]
+    parameters = run(script=PARAMETERS)
+    assert len(parameters) > 250 and run(tmp_path, script=PARAMETERS) == parameters
+    # Positional arguments still go to the glyph's fields in order.
+    assert first["glyphs"] == original["glyphs"] and "'bottom': Value(value=4," in original["glyphs"][0]
+    assert "line_color" in original["glyph_signatures"][0]
+    assert first["glyph_signatures"] == ["(self, left, right, top, bottom, **kwargs) -> 'GlyphRenderer'",
+                                         "(self, x, y, size, angle, **kwargs) -> 'GlyphRenderer'"]
     # The document also defines Panel's data models; what the edited Panel leaves out are panel.chat's.
     missing = set(original["defs"]) - set(first["defs"])
     assert set(first["defs"]) <= set(original["defs"]) and missing <= set(first["chat_models"]), missing
@@ -207,7 +245,7 @@ def test_source_edits_change_docs_and_template_compilation_only(tmp_path: Path) 
         assert first["templates"][name]["code"] == second["templates"][name]["code"] == template["code"], name
         assert second["templates"][name]["from_cache"], name  # written by the first run, read by the second
         assert tmp_path in Path(first["templates"][name]["cache_dir"]).parents, name  # the edited copies
-    for name in ("bokeh", "panel"):
+    for name in ("bokeh", "panel", "param"):
         with pytest.raises(build.BuildError, match="does not match"):
             build.apply_source_edits(tmp_path, build.SOURCE_EDITS[name])  # already applied: no longer matches
 
