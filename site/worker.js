@@ -7,8 +7,6 @@
 // after 'ready' when no memory snapshot of this build exists yet, gets 'snapshot' and answers 'snapshot'
 // (snapshot.js).
 
-import * as snapshot from "./snapshot.js";
-
 const root = new URL("./", self.location.href).href; // the site root: worker.js sits next to index.html
 let manifest = null;
 let pyodide = null;
@@ -165,14 +163,26 @@ async function loadPackages(names, label) {
 const CACHE_PREFIX = "slm-site-"; // the service worker's cache of this build (sw.js) also holds the snapshot
 
 // Pyodide's module starts loading as soon as this worker does, while the page is still busy with 'start'.
+// snapshot.js is imported beside it, not before this file runs (a static import would put its round trip
+// in front of Pyodide's).
 const pyodideModule = import(`${root}build/pyodide/pyodide.mjs`);
 pyodideModule.catch(() => {}); // reported by importPyodide()
+const snapshotModule = import("./snapshot.js");
+snapshotModule.catch(() => {}); // reported by importSnapshot()
 
 async function importPyodide() {
   try {
     return (await pyodideModule).loadPyodide;
   } catch (e) {
     throw new SiteError("Pyodide runtime (build/pyodide/pyodide.mjs)", String(e.message || e));
+  }
+}
+
+async function importSnapshot() {
+  try {
+    return await snapshotModule;
+  } catch (e) {
+    throw new SiteError("Loader (snapshot.js)", String(e.message || e));
   }
 }
 
@@ -204,9 +214,19 @@ async function fetchText(name, what) {
   }
 }
 
-// prelude.py: import Panel and the app's module (what a memory snapshot holds).
-async function runPrelude(namespace) {
-  const prelude = await fetchText("prelude.py", "App bootstrap");
+// The Python files the app stage runs, requested at the start so that no round trip waits for them later.
+function fetchPython(...names) {
+  return names.map((name) => {
+    const text = fetchText(name, "App bootstrap");
+    text.catch(() => {}); // reported where it is awaited
+    return text;
+  });
+}
+
+// prelude.py (`source`: its text, being fetched): import Panel and the app's module (what a memory snapshot
+// holds).
+async function runPrelude(namespace, source) {
+  const prelude = await source;
   try {
     await pyodide.runPythonAsync(prelude, { globals: namespace, filename: "prelude.py" });
   } catch (e) {
@@ -216,7 +236,7 @@ async function runPrelude(namespace) {
 
 // Boot from this build's memory snapshot (being read from the cache: `reading`); false (and the snapshot
 // deleted) if there is none or it fails.
-async function restoreSnapshot(loadPyodide, reading, cacheName) {
+async function restoreSnapshot(snapshot, loadPyodide, reading, cacheName) {
   try {
     const saved = await reading;
     if (!saved) return false;
@@ -236,14 +256,16 @@ async function start(msg) {
   const t0 = performance.now();
   const timings = {};
   const cacheName = CACHE_PREFIX + manifest.build_id;
+  const [preludeSource, bootSource] = fetchPython("prelude.py", "boot.py");
 
   stage("runtime");
   if (msg.keep) keepIn = caches.open(cacheName);
+  const snapshot = await importSnapshot();
   const reading = msg.snapshot === false ? null : snapshot.load(root, cacheName, manifest.build_id);
   reading?.catch(() => {}); // reported by restoreSnapshot()
   const loadPyodide = await importPyodide();
   bytes.runtime += manifest.files["build/pyodide/pyodide.mjs"].size;
-  const restored = reading !== null && (await restoreSnapshot(loadPyodide, reading, cacheName));
+  const restored = reading !== null && (await restoreSnapshot(snapshot, loadPyodide, reading, cacheName));
   if (!restored) await startPyodide(loadPyodide, {});
   timings.runtime = performance.now() - t0;
 
@@ -255,13 +277,13 @@ async function start(msg) {
 
   stage("app");
   post({ type: "status", msg: "Importing Panel and building the app" });
-  const boot = await fetchText("boot.py", "App bootstrap");
+  const boot = await bootSource;
   py = pyodide.toPy({
     location_json: msg.location,
     app_module: manifest.app_module,
     panel_cdn_root: manifest.panel_cdn_root,
   });
-  await runPrelude(py);
+  await runPrelude(py, preludeSource);
   let result;
   try {
     result = await pyodide.runPythonAsync(boot, { globals: py, filename: "boot.py" });
@@ -279,12 +301,14 @@ async function start(msg) {
 async function makeSnapshot(msg) {
   manifest = msg.manifest;
   const t0 = performance.now();
+  const [preludeSource] = fetchPython("prelude.py");
   const loadPyodide = await importPyodide();
+  const snapshot = await importSnapshot();
   const { recorder, options } = snapshot.makeOptions();
   await startPyodide(loadPyodide, options);
   await loadPackages(manifest.packages, "Python packages");
   const namespace = pyodide.toPy({ app_module: manifest.app_module, panel_cdn_root: manifest.panel_cdn_root });
-  await runPrelude(namespace);
+  await runPrelude(namespace, preludeSource);
   namespace.destroy();
   const size = await snapshot.make(pyodide, recorder, root, CACHE_PREFIX + manifest.build_id, manifest.build_id);
   post({ type: "snapshot", bytes: size, ms: performance.now() - t0 });
