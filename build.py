@@ -249,10 +249,9 @@ SLIM_RULES: dict[str, tuple[str, ...]] = {
               r"bokeh/_sri/(?!{version}\.json)",  # resources.py reads the running version's hashes
               r"bokeh/command/", r"\.map$", r"\.d\.ts$"),
     # Only packaging.version is imported (by panel and bokeh); only these four markdown-it plugins (by panel's
-    # Markdown pane); tqdm's integrations with other libraries are not.
+    # Markdown pane).
     "packaging": (r"^packaging/(?!(__init__|version|_structures)\.py$)",),
     "mdit-py-plugins": (r"^mdit_py_plugins/(?!(__init__|utils)\.py$|(anchors|deflist|footnote|tasklists)/)",),
-    "tqdm": (r"^tqdm/(contrib/|(keras|dask|rich|tk|notebook|autonotebook|auto)\.py$|tqdm\.1$)",),
     # The JupyterLab extension's JS (for a Jupyter front end; also installed as data files): not used in a browser
     # worker. Its package.json stays: pyviz_comms reads its version from it at import.
     "pyviz_comms": (r"^pyviz_comms/labextension/(?!package\.json$)", r"^pyviz_comms-[^/]*\.data/"),
@@ -379,6 +378,8 @@ def unpack(whl: Path, dest: Path, keep: Callable[[str], bool]) -> None:
 # imports two things nothing here uses: `panel.chat` (now on first access of `pn.chat`), and `unittest.mock`, for
 # panel.io.cache's hashing of mocks; keyed by type name instead (Panel's own form for types it does not import),
 # every mock still hashes as before (by id, which is also the fallback for objects without a hash function).
+# Bokeh imports PyYAML with its settings and themes (0.015 s) to read a config or theme file, which a page
+# never has: imported when a file is read instead.
 _GLYPH_PARAMETERS = ("        parameters = glyphclass.parameters()\n\n"
                      '        sigparams = [Parameter("self", Parameter.POSITIONAL_OR_KEYWORD)]'
                      ' + [x[0] for x in parameters] + [Parameter("kwargs", Parameter.VAR_KEYWORD)]\n')
@@ -406,7 +407,15 @@ SOURCE_EDITS: dict[str, tuple[tuple[str, str, str], ...]] = {
               ("bokeh/plotting/_decorators.py", _GLYPH_PARAMETERS + "\n        @wraps",
                _GLYPH_POSITIONALS + "\n        @wraps"),
               ("bokeh/plotting/_decorators.py", _GLYPH_DOCSTRING + _GLYPH_RETURN + "def", _GLYPH_RETURN + "def"),
-              ("bokeh/plotting/_decorators.py", _GLYPH_DOCSTRING + _GLYPH_RETURN + "#", _GLYPH_RETURN + "#")),
+              ("bokeh/plotting/_decorators.py", _GLYPH_DOCSTRING + _GLYPH_RETURN + "#", _GLYPH_RETURN + "#"),
+              ("bokeh/settings.py", "# External imports\nimport yaml\n\n", ""),
+              ("bokeh/settings.py", "                self._config_override = yaml.load(",
+               "                import yaml\n                self._config_override = yaml.load("),
+              ("bokeh/settings.py", "                    return yaml.load(",
+               "                    import yaml\n                    return yaml.load("),
+              ("bokeh/themes/theme.py", "# External imports\nimport yaml\n\n", ""),
+              ("bokeh/themes/theme.py", "                json = yaml.safe_load(f)",
+               "                import yaml\n                json = yaml.safe_load(f)")),
     "panel": (("panel/__init__.py",
                "from . import chat  # isort:skip noqa has to be after widgets\n",
                "def __getattr__(name):\n"

@@ -83,6 +83,8 @@ def serving(site: Path):  # noqa: ANN201
 BASELINE_ONLY_WHEELS = {
     "markdown": {"version": "3.11.3", "imports": ["markdown"], "file": "markdown-3.11.3-py3-none-any.whl",
                  "sha256": "e1a31a112232504d753e5c01bb8c2de90d3f0ba986b063e10770cf7695b09e73"},
+    "tqdm": {"version": "4.70.1", "imports": ["tqdm"], "file": "tqdm-4.70.1-py3-none-any.whl",
+             "sha256": "c293e525e6fef9c20e8728fd4612df02a0aa31bb5fe91ecd93e123b1b7bffa73"},
 }
 
 

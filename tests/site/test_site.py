@@ -126,9 +126,9 @@ def test_modules_that_need_an_unshipped_package_are_dropped(tmp_path: Path) -> N
 
 
 APP_DOCUMENT = """
-import hashlib, inspect, json, sys, types
+import hashlib, inspect, json, os, sys, types
 import bokeh.core.templates, bokeh.models, panel, panel.io.resources
-imported = {name: name in sys.modules for name in ("panel.chat", "unittest.mock")}
+imported = {name: name in sys.modules for name in ("panel.chat", "unittest.mock", "yaml")}
 from bokeh.document import Document
 from playground.app import create_app
 doc = Document()
@@ -156,6 +156,14 @@ chat_models = sorted(set(Model.model_class_reverse_map) - registered)
 import unittest.mock
 cache = sys.modules["panel.io.cache"]
 
+import tempfile
+import bokeh.settings, bokeh.themes
+with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+    f.write("attrs:\\n  Plot:\\n    background_fill_color: '#eeeeee'\\n")
+bokeh.settings.settings.load_config(f.name)
+yaml_files = [bokeh.themes.Theme(filename=f.name)._json, bokeh.settings.settings._config_override]
+os.unlink(f.name)
+
 import warnings
 from bokeh.plotting import figure
 plot = figure()
@@ -168,7 +176,7 @@ mocks = [m() for m in (unittest.mock.Mock, unittest.mock.MagicMock, unittest.moc
 print(json.dumps({"signature": str(inspect.signature(bokeh.models.Plot.__init__)),
                   "document": str({k: v for k, v in content.items() if k != "defs"}), "defs": defs,
                   "chat_models": chat_models, "templates": templates, "imported": imported,
-                  "chat": panel.chat.ChatInterface.__name__, "glyphs": glyphs,
+                  "chat": panel.chat.ChatInterface.__name__, "glyphs": glyphs, "yaml_files": yaml_files,
                   "glyph_signatures": [str(inspect.signature(getattr(figure, m))) for m in ("quad", "asterisk")],
                   "mock_hashes_by_id": [cache._generate_hash(m) == cache._int_to_bytes(id(m)) for m in mocks]}))
 """
@@ -224,8 +232,11 @@ def test_source_edits_change_docs_and_template_compilation_only(tmp_path: Path) 
     original, first, second = run(), run(tmp_path), run(tmp_path)
     assert "x_range" in original["signature"] and "x_range" not in first["signature"]
     # Not imported with Panel any more, and still there when asked for: pn.chat; mocks hash by id as before.
-    assert original["imported"] == {"panel.chat": True, "unittest.mock": True}
-    assert first["imported"] == {"panel.chat": False, "unittest.mock": False}
+    assert original["imported"] == {"panel.chat": True, "unittest.mock": True, "yaml": True}
+    assert first["imported"] == {"panel.chat": False, "unittest.mock": False, "yaml": False}
+    # Bokeh still reads YAML files: a theme, a config.
+    theme = {"attrs": {"Plot": {"background_fill_color": "#eeeeee"}}}
+    assert first["yaml_files"] == original["yaml_files"] == [theme, theme]
     assert first["chat"] == original["chat"] == "ChatInterface"
     assert first["mock_hashes_by_id"] == original["mock_hashes_by_id"] == [True] * 4
     assert first["document"] == second["document"] == original["document"]

@@ -106,6 +106,9 @@ def test_app_runs_generates_and_renders_with_no_external_request(browser: object
                 "self.sitePyodide.runPython('import sys, json; json.dumps(sorted(sys.modules))')")
             (ARTIFACTS / "worker-modules.json").write_text(modules)
             assert "numpy.random" in modules and "numpy.fft" not in modules and "xml" not in json.loads(modules)
+            # Nor what Panel and Bokeh import only for what the app does not do (build.py: SOURCE_EDITS; tqdm is
+            # not shipped).
+            assert not {"panel.chat", "unittest.mock", "yaml", "tqdm"} & set(json.loads(modules)), modules
             # numpy.linalg without its LAPACK module (build.py's stand-in): norm works, inv names what is missing.
             linalg = visit.page.workers[0].evaluate("""self.sitePyodide.runPython(`
 import numpy as np
