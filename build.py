@@ -710,10 +710,47 @@ STDLIB_OPTIMIZE = 2
 WHEEL_OPTIMIZE = int(os.environ.get("SITE_WHEEL_OPTIMIZE", "2"))
 
 
+# Pyodide's loadPackage unpacks a wheel with shutil's zip unpacker, which opens each member as a stream, copies
+# it in chunks through a file object and checks its folder on disk, per file (~1,000 files here). This one reads
+# each member whole, writes it with one os.write and makes each folder once: the same files with the same bytes
+# (tests/site compares the trees for every wheel of the site), 0.03-0.045 s less of a cold start's
+# package installation in Node.
+UNPACK_WHEEL = '''
+def _unpack_wheel(filename, extract_dir):
+    """shutil's zip unpacker (same checks, same files), with each member read whole and each folder made once."""
+    import os
+    import zipfile
+
+    if not zipfile.is_zipfile(filename):
+        raise shutil.ReadError(f"{filename} is not a zip file")
+    made = set()
+    with zipfile.ZipFile(filename) as archive:
+        for info in archive.infolist():
+            name = info.filename
+            if name.startswith("/") or ".." in name:
+                continue
+            target = os.path.join(extract_dir, *name.split("/"))
+            folder = os.path.dirname(target)
+            if folder not in made:
+                os.makedirs(folder, exist_ok=True)
+                made.add(folder)
+            if not name.endswith("/"):
+                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+                try:
+                    os.write(fd, archive.read(info))
+                finally:
+                    os.close(fd)
+
+'''
+STDLIB_EDITS = (("pyodide/_package_loader.py", "\n\nif IN_BROWSER:\n", "\n" + UNPACK_WHEEL + "\nif IN_BROWSER:\n"),
+                ("pyodide/_package_loader.py", "        shutil._unpack_zipfile,  # type: ignore[attr-defined]\n",
+                 "        _unpack_wheel,\n"))
+
+
 def compiled_stdlib(pkg: Path) -> Path:
     """python_stdlib.zip with .pyc only (Pyodide otherwise compiles every stdlib module it imports), slimmed."""
     src = pkg / "python_stdlib.zip"
-    tag = hashlib.sha256(f"{STDLIB_DROP.pattern}|{STDLIB_OPTIMIZE}".encode()).hexdigest()[:8]
+    tag = hashlib.sha256(f"{STDLIB_DROP.pattern}|{STDLIB_OPTIMIZE}|{STDLIB_EDITS}".encode()).hexdigest()[:8]
     cache = CACHE / "site" / f"{sha256_file(src)[:16]}-{PROCESS_VERSION}-{tag}-python_stdlib.zip"
     if cache.is_file():
         return cache
@@ -722,6 +759,7 @@ def compiled_stdlib(pkg: Path) -> Path:
         tree = Path(tmp) / "stdlib"
         with zipfile.ZipFile(src) as zf:
             zf.extractall(tree, [n for n in zf.namelist() if not STDLIB_DROP.search(n)])
+        apply_source_edits(tree, STDLIB_EDITS)
         compile_tree(pkg, tree, "/lib/python313.zip", "legacy", STDLIB_OPTIMIZE)
         cache.parent.mkdir(parents=True, exist_ok=True)
         part = cache.with_suffix(".part")

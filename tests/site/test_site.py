@@ -261,6 +261,36 @@ def test_source_edits_change_docs_and_template_compilation_only(tmp_path: Path) 
             build.apply_source_edits(tmp_path, build.SOURCE_EDITS[name])  # already applied: no longer matches
 
 
+@pytest.mark.filterwarnings("ignore:Duplicate name")
+def test_wheel_unpacker_writes_what_shutils_does(cdn_site: Path, tmp_path: Path) -> None:
+    """build.UNPACK_WHEEL (Pyodide's unpacker for wheels in the site's stdlib, build.STDLIB_EDITS) against the
+    shutil function it replaces: the same folders and files with the same bytes, for every wheel of the site and
+    for a zip with folder entries, a repeated name and names that must not be extracted."""
+    import shutil
+
+    odd = tmp_path / "odd.whl"
+    with zipfile.ZipFile(odd, "w") as zf:
+        for name, data in (("pkg/", b""), ("pkg/a.py", b"x = 1"), ("pkg/sub/b.bin", bytes(range(256)) * 300),
+                           ("empty/", b""), ("../evil.py", b"no"), ("/abs.py", b"no"), ("pkg/a.py", b"x = 2")):
+            zf.writestr(name, data)
+    namespace = {"shutil": shutil}
+    exec(build.UNPACK_WHEEL, namespace)  # noqa: S102 - the build's own code, as it goes into the stdlib zip
+
+    def tree(root: Path) -> dict[str, bytes | None]:
+        return {p.relative_to(root).as_posix(): (p.read_bytes() if p.is_file() else None) for p in root.rglob("*")}
+
+    wheels = sorted((cdn_site / "build" / "wheels").glob("*.whl"))
+    assert len(wheels) > 10
+    for whl in [*wheels, odd]:
+        original, edited = tmp_path / "shutil" / whl.stem, tmp_path / "edited" / whl.stem
+        shutil._unpack_zipfile(str(whl), str(original))
+        namespace["_unpack_wheel"](str(whl), str(edited))
+        assert tree(edited) == tree(original) != {}, whl.name
+    assert tree(tmp_path / "edited" / "odd")["pkg/a.py"] == b"x = 2" and not (tmp_path / "edited" / "evil.py").exists()
+    with pytest.raises(shutil.ReadError):
+        namespace["_unpack_wheel"](str(cdn_site / "index.html"), str(tmp_path / "not-a-zip"))
+
+
 def test_app_code_ships_as_a_wheel_not_inlined(cdn_site: Path) -> None:
     app = next((cdn_site / "build" / "wheels").glob("slm_playground-*.whl"))
     with zipfile.ZipFile(app) as zf:
