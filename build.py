@@ -690,9 +690,11 @@ def process_wheel(pkg: Path, name: str, src: Path | None, out_dir: Path, make_tr
 # sources of every module in sys.modules): e.g. _strptime, _pylong, configparser (param.version), csv, idna.
 STDLIB_DROP = re.compile(
     r"^(multiprocessing|_pyrepl|pydoc_data|xmlrpc|wsgiref|idlelib|turtledemo|tkinter|lib2to3|ensurepip|venv"
-    r"|curses|dbm|sqlite3|xml|tomllib|email/mime|ctypes/macholib)/"
+    r"|curses|dbm|sqlite3|xml|tomllib|email/mime|ctypes/macholib"
+    # only panel.io.cache imported unittest (for unittest.mock), and no longer does (SOURCE_EDITS)
+    r"|unittest|__phello__)/"
     r"|^(pydoc|pdb|bdb|doctest|_pyio|mailbox|pickletools|imaplib|smtplib|ftplib|poplib|nntplib|trace"
-    r"|modulefinder|wave|turtle|zipapp|tabnanny|cgi|cgitb"
+    r"|modulefinder|wave|turtle|zipapp|tabnanny|cgi|cgitb|tty|this|antigravity|__hello__"
     # nothing imports these (datetime and zoneinfo use their C versions; no processes, sockets or Windows)
     r"|_pydatetime|optparse|plistlib|statistics|tracemalloc|socketserver|compileall|symtable|pyclbr|fileinput"
     r"|filecmp|netrc|shelve|graphlib|sched|code|codeop|cmd|timeit|getpass|rlcompleter|pty|_py_abc"
