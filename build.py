@@ -379,7 +379,9 @@ def unpack(whl: Path, dest: Path, keep: Callable[[str], bool]) -> None:
 # panel.io.cache's hashing of mocks; keyed by type name instead (Panel's own form for types it does not import),
 # every mock still hashes as before (by id, which is also the fallback for objects without a hash function).
 # Bokeh imports PyYAML with its settings and themes (0.015 s) to read a config or theme file, which a page
-# never has: imported when a file is read instead.
+# never has: imported when a file is read instead. bokeh.palettes deep-copies two dicts of dicts of tuples of
+# strings (0.009 s): copying the dicts gives the same result (new dicts, the same tuples). bokeh.plotting imports
+# its contour module (0.005-0.01 s) for figure.contour(), which now imports it when called.
 _GLYPH_PARAMETERS = ("        parameters = glyphclass.parameters()\n\n"
                      '        sigparams = [Parameter("self", Parameter.POSITIONAL_OR_KEYWORD)]'
                      ' + [x[0] for x in parameters] + [Parameter("kwargs", Parameter.VAR_KEYWORD)]\n')
@@ -415,7 +417,14 @@ SOURCE_EDITS: dict[str, tuple[tuple[str, str, str], ...]] = {
                "                    import yaml\n                    return yaml.load("),
               ("bokeh/themes/theme.py", "# External imports\nimport yaml\n\n", ""),
               ("bokeh/themes/theme.py", "                json = yaml.safe_load(f)",
-               "                import yaml\n                json = yaml.safe_load(f)")),
+               "                import yaml\n                json = yaml.safe_load(f)"),
+              ("bokeh/palettes.py", "all_palettes = deepcopy(brewer)\n",
+               "all_palettes = {name: dict(sizes) for name, sizes in brewer.items()}\n"),
+              ("bokeh/palettes.py", "small_palettes = deepcopy(all_palettes)\n",
+               "small_palettes = {name: dict(sizes) for name, sizes in all_palettes.items()}\n"),
+              ("bokeh/plotting/_figure.py", "from .contour import from_contour\n", ""),
+              ("bokeh/plotting/_figure.py", "        contour_renderer = from_contour(",
+               "        from .contour import from_contour\n        contour_renderer = from_contour(")),
     "panel": (("panel/__init__.py",
                "from . import chat  # isort:skip noqa has to be after widgets\n",
                "def __getattr__(name):\n"

@@ -167,6 +167,16 @@ os.unlink(f.name)
 import warnings
 from bokeh.plotting import figure
 plot = figure()
+imported["bokeh.plotting.contour"] = "bokeh.plotting.contour" in sys.modules
+import numpy as np
+contour = plot.contour(np.arange(3), np.arange(3), np.arange(9.0).reshape(3, 3), [1, 2, 3], line_color="red")
+import bokeh.palettes as bp
+palettes = [hashlib.sha256(repr([(name, sorted(sizes.items())) for name, sizes in collection.items()]).encode())
+            .hexdigest() for collection in (bp.all_palettes, bp.small_palettes)]
+palettes.append(all(bp.small_palettes[name][n] is bp.all_palettes[name][n]  # the same tuples, in new dicts
+                    for name in bp.small_palettes for n in bp.small_palettes[name]))
+palettes.append(not any(bp.all_palettes[name] is bp.brewer.get(name) or bp.small_palettes[name] is bp.all_palettes[name]
+                        for name in bp.all_palettes))
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # the marker methods are deprecated
     glyphs = [str(r.glyph.properties_with_values(include_defaults=False)) for r in (
@@ -177,6 +187,9 @@ print(json.dumps({"signature": str(inspect.signature(bokeh.models.Plot.__init__)
                   "document": str({k: v for k, v in content.items() if k != "defs"}), "defs": defs,
                   "chat_models": chat_models, "templates": templates, "imported": imported,
                   "chat": panel.chat.ChatInterface.__name__, "glyphs": glyphs, "yaml_files": yaml_files,
+                  "palettes": palettes,
+                  "contour": str(contour.fill_renderer.glyph.properties_with_values(include_defaults=False))
+                  + str(contour.line_renderer.glyph.properties_with_values(include_defaults=False)),
                   "glyph_signatures": [str(inspect.signature(getattr(figure, m))) for m in ("quad", "asterisk")],
                   "mock_hashes_by_id": [cache._generate_hash(m) == cache._int_to_bytes(id(m)) for m in mocks]}))
 """
@@ -232,8 +245,13 @@ def test_source_edits_change_docs_and_template_compilation_only(tmp_path: Path) 
     original, first, second = run(), run(tmp_path), run(tmp_path)
     assert "x_range" in original["signature"] and "x_range" not in first["signature"]
     # Not imported with Panel any more, and still there when asked for: pn.chat; mocks hash by id as before.
-    assert original["imported"] == {"panel.chat": True, "unittest.mock": True, "yaml": True}
-    assert first["imported"] == {"panel.chat": False, "unittest.mock": False, "yaml": False}
+    assert original["imported"] == {"panel.chat": True, "unittest.mock": True, "yaml": True,
+                                    "bokeh.plotting.contour": True}
+    assert first["imported"] == {"panel.chat": False, "unittest.mock": False, "yaml": False,
+                                 "bokeh.plotting.contour": False}
+    # Bokeh's palettes (copied with dict copies instead of deepcopy) and contours (imported on use) as before.
+    assert first["palettes"] == original["palettes"] and original["palettes"][2:] == [True, True]
+    assert first["contour"] == original["contour"] and "'red'" in original["contour"]
     # Bokeh still reads YAML files: a theme, a config.
     theme = {"attrs": {"Plot": {"background_fill_color": "#eeeeee"}}}
     assert first["yaml_files"] == original["yaml_files"] == [theme, theme]
