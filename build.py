@@ -469,7 +469,7 @@ def apply_source_edits(tree: Path, edits: Iterable[tuple[str, str, str]]) -> Non
         path = tree / rel
         text = path.read_text()
         if text.count(old) != 1:
-            raise BuildError(f"{rel}: a source edit of SOURCE_EDITS does not match it (a new version?)")
+            raise BuildError(f"{rel}: a source edit (SOURCE_EDITS / STDLIB_EDITS) does not match it (a new version?)")
         path.write_text(text.replace(old, new))
 
 

@@ -162,29 +162,24 @@ async function loadPackages(names, label) {
 
 const CACHE_PREFIX = "slm-site-"; // the service worker's cache of this build (sw.js) also holds the snapshot
 
+// A module's import, started at once; the function returned awaits it (a failure: the SiteError naming it).
+function importing(url, what) {
+  const module = import(url);
+  module.catch(() => {}); // reported where it is awaited
+  return async () => {
+    try {
+      return await module;
+    } catch (e) {
+      throw new SiteError(what, String(e.message || e));
+    }
+  };
+}
+
 // Pyodide's module starts loading as soon as this worker does, while the page is still busy with 'start'.
 // snapshot.js is imported beside it, not before this file runs (a static import would put its round trip
 // in front of Pyodide's).
-const pyodideModule = import(`${root}build/pyodide/pyodide.mjs`);
-pyodideModule.catch(() => {}); // reported by importPyodide()
-const snapshotModule = import("./snapshot.js");
-snapshotModule.catch(() => {}); // reported by importSnapshot()
-
-async function importPyodide() {
-  try {
-    return (await pyodideModule).loadPyodide;
-  } catch (e) {
-    throw new SiteError("Pyodide runtime (build/pyodide/pyodide.mjs)", String(e.message || e));
-  }
-}
-
-async function importSnapshot() {
-  try {
-    return await snapshotModule;
-  } catch (e) {
-    throw new SiteError("Loader (snapshot.js)", String(e.message || e));
-  }
-}
+const importPyodide = importing(`${root}build/pyodide/pyodide.mjs`, "Pyodide runtime (build/pyodide/pyodide.mjs)");
+const importSnapshot = importing("./snapshot.js", "Loader (snapshot.js)");
 
 async function startPyodide(loadPyodide, extra) {
   try {
@@ -263,7 +258,7 @@ async function start(msg) {
   const snapshot = await importSnapshot();
   const reading = msg.snapshot === false ? null : snapshot.load(root, cacheName, manifest.build_id);
   reading?.catch(() => {}); // reported by restoreSnapshot()
-  const loadPyodide = await importPyodide();
+  const { loadPyodide } = await importPyodide();
   bytes.runtime += manifest.files["build/pyodide/pyodide.mjs"].size;
   const restored = reading !== null && (await restoreSnapshot(snapshot, loadPyodide, reading, cacheName));
   if (!restored) await startPyodide(loadPyodide, {});
@@ -302,7 +297,7 @@ async function makeSnapshot(msg) {
   manifest = msg.manifest;
   const t0 = performance.now();
   const [preludeSource] = fetchPython("prelude.py");
-  const loadPyodide = await importPyodide();
+  const { loadPyodide } = await importPyodide();
   const snapshot = await importSnapshot();
   const { recorder, options } = snapshot.makeOptions();
   await startPyodide(loadPyodide, options);
