@@ -201,15 +201,15 @@ MEMORY_JS = """() => ({jsHeap: performance.memory ? performance.memory.usedJSHea
 
 
 # A returning visitor comes back to a page at rest, not to one still busy with a visit's background work: the app
-# building its hidden tabs in the worker (playground.app) and the page rendering them. Before each reload the
-# bench waits for that (site only; the baseline builds nothing in the background), then half a second.
-APP_IDLE = "import playground.app as a; not (a._PENDING or a._TASKS)"
+# building its hidden tabs in the worker (Playground.hidden_views_pending) and the page rendering them. Before each
+# reload the bench waits for that (site only; the baseline builds nothing in the background), then half a second.
+APP_PENDING = "() => self.siteNamespace.get('playground').hidden_views_pending"
 
 
 def settle(page) -> None:  # noqa: ANN001
     worker = page.workers[0] if page.workers else None
-    if worker is not None and worker.evaluate("() => Boolean(self.sitePyodide)"):
-        while not worker.evaluate("code => self.sitePyodide.runPython(code)", APP_IDLE):
+    if worker is not None and worker.evaluate("() => Boolean(self.siteNamespace)"):
+        while worker.evaluate(APP_PENDING):
             page.wait_for_timeout(100)
     page.wait_for_timeout(500)
 

@@ -3,8 +3,8 @@
 worker.js runs this file after prelude.py (which imported Panel and the app's module), in the same namespace,
 with ``location_json`` (the page's ``window.location`` as JSON, query string included) set as well. The value
 of the last expression goes to the page as Panel's 'render' message. ``apply_patch``, ``link_docs`` and
-``set_location`` are called by worker.js for the 'patch', 'rendered' and 'location' messages,
-``render_hidden_tabs`` right after 'ready'.
+``set_location`` are called by worker.js for the 'patch', 'rendered' and 'location' messages, and
+``playground.start_building_hidden`` right after 'ready'.
 """
 
 import importlib
@@ -38,18 +38,11 @@ init_doc()
 set_location(location_json)  # noqa: F821 - set by worker.js
 app = importlib.import_module(app_module)  # noqa: F821 - set by worker.js; imported by prelude.py
 _t = time.perf_counter()
-app.create_app().servable()
+# The hidden tabs' views are built after 'ready' (worker.js calls playground.start_building_hidden), one at a time,
+# each reaching the page as a patch; a tab opened before that builds its view at once.
+playground = app.create_app(build_hidden_on_load=False)
+playground.root.servable()
 timings["create_app"] = time.perf_counter() - _t  # noqa: F821 - prelude.py made it
-
-
-def render_hidden_tabs() -> None:
-    """create_app() builds only the visible view (the first document holds just that one); right after 'ready'
-    the app starts building the hidden tabs' views in the background, one at a time; each reaches the page as a
-    patch (a tab opened before that builds its view at once)."""
-    build = getattr(app, "build_hidden_views", None)
-    if build is not None:
-        build()
-
 
 _t = time.perf_counter()
 _rendered = await write_doc()  # noqa: F704 - top-level await: run by pyodide.runPythonAsync

@@ -10,7 +10,7 @@
 const root = new URL("./", self.location.href).href; // the site root: worker.js sits next to index.html
 let manifest = null;
 let pyodide = null;
-let py = null; // the namespace boot.py ran in (apply_patch, link_docs, set_location)
+let py = null; // the namespace boot.py ran in (apply_patch, link_docs, set_location, playground)
 
 const post = (msg, transfer) => self.postMessage(msg, transfer || []);
 // What this worker downloaded, for the service worker to keep on a first visit (loader.js keepForNextVisit).
@@ -285,6 +285,7 @@ async function start(msg) {
   } catch (e) {
     throw new SiteError("Starting the app (Python)", lastLines(String(e.message || e)));
   }
+  self.siteNamespace = py; // boot.py's names (`playground`), for the tests and the benchmark
   const [docs_json, render_items, root_ids] = result.toJs();
   result.destroy();
   timings.app = performance.now() - t0;
@@ -335,7 +336,9 @@ self.onmessage = async (event) => {
     } else if (msg.type === "rendered") {
       py.get("link_docs")(sendPatch);
       post({ type: "ready", heapBytes: heapBytes(), loaded: Object.keys(pyodide.loadedPackages), fetched: fetched() });
-      py.get("render_hidden_tabs")();
+      const playground = py.get("playground");
+      playground.start_building_hidden();
+      playground.destroy();
     } else if (msg.type === "patch") {
       try {
         await py.get("apply_patch")(msg.patch);

@@ -7,7 +7,6 @@ panel, bokeh, param, slm and playground, so the same file runs in CPython and in
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -30,11 +29,6 @@ VIEW_CLASSES: dict[str, tuple[type, str]] = {
     "residual": (ResidualView, "Residual stream"), "next": (NextTokenView, "Next token"),
     "lesson": (LessonView, "Lesson"),
 }
-
-# Playgrounds of this process whose hidden tabs are still placeholders, waiting for build_hidden_views() (the
-# static site calls it after 'ready'; under `panel serve` each session builds its own on load instead).
-_PENDING: list[Playground] = []
-_TASKS: set[asyncio.Future] = set()  # running build_hidden_stepwise() tasks (the loop keeps only weak references)
 
 INTRO = ("A small transformer language model, running in your browser. Type a prompt: the model reads it as tokens "
          "(<code>&lt;start&gt;</code> first), and every view below shows one part of the same forward pass.")
@@ -97,6 +91,8 @@ class Playground:
         self.tabs.param.watch(self._on_tab, "active")
         state.param.watch(self._on_view, ["view", "embed"])
         self.root = pn.Column(sizing_mode="stretch_width", max_width=1000, css_classes=["pg-root"])
+        # start_building_hidden()'s task, kept here: the event loop holds only a weak reference to it.
+        self._hidden_task: asyncio.Future | None = None
         self._layout()
 
     def _view_built(self, name: str, view: Any) -> None:
@@ -126,6 +122,16 @@ class Playground:
             if self.state.embed:
                 return
             self.views[name]  # noqa: B018 - no-op when built already (e.g. its tab was opened)
+
+    def start_building_hidden(self) -> None:
+        """Start build_hidden_stepwise() in the background (the static site calls this right after 'ready')."""
+        if self._hidden_task is None:
+            self._hidden_task = asyncio.ensure_future(self.build_hidden_stepwise())
+
+    @property
+    def hidden_views_pending(self) -> bool:
+        """True until start_building_hidden()'s task has finished (the site's benchmark waits for it)."""
+        return self._hidden_task is None or not self._hidden_task.done()
 
     def _layout(self, *_: object) -> None:
         state = self.state
@@ -158,26 +164,19 @@ class Playground:
         self.generate.disabled, self.stop.disabled = event.new, not event.new
 
 
-def create_app() -> pn.viewable.Viewable:
-    """The root viewable of one session (the static-site build and `panel serve` both call this)."""
+def create_app(*, build_hidden_on_load: bool = True) -> Playground:
+    """One session's playground (`panel serve` and the static site both call this); `.root` is what to show.
+
+    The views of the hidden tabs are built after the first render: on the document's load event by default (what
+    `panel serve` needs), or, with ``build_hidden_on_load=False``, when the host calls
+    ``start_building_hidden()`` (the static site, after 'ready', one view at a time)."""
     state = PlaygroundState()
     sync_url(state)  # the URL's values (view=, embed=, prompt=...) first: then only the view they show is built
     playground = Playground(state)
-    if sys.platform == "emscripten":
-        _PENDING.append(playground)  # the static site: boot.py calls build_hidden_views() after 'ready'
-    elif pn.state.curdoc is not None:
-        pn.state.onload(playground.build_hidden)  # `panel serve`: right after the first render
-    return playground.root
-
-
-def build_hidden_views() -> None:
-    """Start building the hidden tabs' views of the apps created in this process (the static site calls this
-    after 'ready'); they are built in the background, one at a time (Playground.build_hidden_stepwise)."""
-    while _PENDING:
-        task = asyncio.ensure_future(_PENDING.pop().build_hidden_stepwise())
-        _TASKS.add(task)
-        task.add_done_callback(_TASKS.discard)
+    if build_hidden_on_load and pn.state.curdoc is not None:
+        pn.state.onload(playground.build_hidden)
+    return playground
 
 
 if __name__.startswith("bokeh") or __name__ == "__main__":  # `panel serve` runs this file as bokeh_app_*
-    create_app().servable(title="Transformer playground")
+    create_app().root.servable(title="Transformer playground")

@@ -286,9 +286,16 @@ _STATE = PlaygroundState(model_name="lesson")
 
 
 def test_app_builds_and_views_follow_the_state():
-    from playground.app import Playground, create_app
+    from playground.app import VIEW_CLASSES, Playground, create_app
+    from playground.state import VIEWS
 
-    assert create_app() is not None
+    playground = create_app()  # no document here: nothing is built on load
+    assert isinstance(playground, Playground) and playground.state.view == "generate"
+    assert playground.prompt_bar in playground.root.objects and playground.tabs in playground.root.objects
+    assert [view.name for view in playground.tabs] == [label for _, label in VIEW_CLASSES.values()]
+    assert [i for i, view in enumerate(playground.tabs) if view.objects] == [VIEWS.index("generate")]  # lazily
+    playground.build_hidden()
+    assert all(view.objects for view in playground.tabs)
     app = Playground(PlaygroundState(model_name="lesson", prompt="the cat"))
     app.state.prompt = "the cat was tired"
     attention = app.views["attention"]
@@ -315,3 +322,21 @@ def test_views_follow_a_two_layer_model_of_the_shipped_shape():
     names = app.views["residual"].attr_source.data["name"]
     assert "L1.H3" in names and "L1.ffn" in names
     assert app.views["residual"].coord_pane.visible is False  # d = 16: too wide for per-coordinate bars
+
+
+def test_the_site_builds_hidden_views_when_it_says_so():
+    """create_app(build_hidden_on_load=False) is what the static site calls: the hidden views wait for
+    start_building_hidden(), which builds them in the background and then reports no pending work."""
+    import asyncio
+
+    from playground.app import create_app
+
+    async def run() -> None:
+        playground = create_app(build_hidden_on_load=False)
+        assert playground.hidden_views_pending and sum(bool(view.objects) for view in playground.tabs) == 1
+        playground.start_building_hidden()
+        while playground.hidden_views_pending:
+            await asyncio.sleep(0.01)
+        assert all(view.objects for view in playground.tabs)
+
+    asyncio.run(run())
