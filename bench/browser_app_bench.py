@@ -17,9 +17,10 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-import build  # noqa: E402
+sys.path.insert(0, str(ROOT / "py"))
 from site_bench import CHROMIUM_ARGS, settle  # noqa: E402 - the sibling benchmark's browser settings and wait
+
+from sitebuild import cli, serve  # noqa: E402
 
 
 def main() -> None:
@@ -32,9 +33,9 @@ def main() -> None:
     source = (ROOT / "bench" / "app_bench.py").read_text().replace('if __name__ == "__main__":', "if False:")
     with tempfile.TemporaryDirectory() as tmp:
         site = Path(tmp) / "site"
-        if build.main(["--site-dir", str(site), "--pyodide-packages", str(args.pyodide_packages)]) != 0:
+        if cli.main(["--site-dir", str(site), "--pyodide-packages", str(args.pyodide_packages)]) != 0:
             sys.exit("build failed")
-        with build.serving(site) as url, sync_playwright() as p:
+        with serve.serving(site) as url, sync_playwright() as p:
             browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
             page = browser.new_page(bypass_csp=True)  # wait_for_function evaluates a string, which the CSP forbids
             page.goto(url + "index.html")

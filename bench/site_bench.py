@@ -28,8 +28,10 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-import build  # noqa: E402
+sys.path.insert(0, str(ROOT / "py"))
+from sitebuild import assemble, common, fetch, serve, zips  # noqa: E402
+from sitebuild.lock import read_lock  # noqa: E402
+from sitebuild.packages import project_tree, sdist_to_tree  # noqa: E402
 
 OUT = ROOT / "artifacts" / "bench"
 # Every host but 127.0.0.1 fails to resolve: nothing leaves the machine, and the HTTP cache keeps working.
@@ -41,7 +43,7 @@ CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-b
 # ------------------------------------------------------------------------------------------- serving
 
 
-class CountingHandler(build.SiteHandler):
+class CountingHandler(serve.SiteHandler):
     """Counts the bytes of every file body served (no HTTP compression here: this is the payload)."""
 
     served: dict[str, int] = defaultdict(int)
@@ -90,34 +92,34 @@ BASELINE_ONLY_WHEELS = {
 
 def build_baseline(dest: Path, packages: Path) -> Path:
     """`panel convert --to pyodide-worker` of py/playground/app.py, with every URL made local."""
-    lock = build.read_lock()
-    pkg = build.fetch_pyodide(lock)
+    lock = read_lock()
+    pkg = fetch.fetch_pyodide(lock)
     lock["wheels"].update(BASELINE_ONLY_WHEELS)
-    wheels = build.cached_or_download(lock["wheels"], build.CACHE / "wheels",
-                                      build.pip_wheel_args(build.CACHE / "wheels"), "wheel")
-    sdists = build.cached_or_download(lock["sdists"], build.CACHE / "sdists",
-                                      build.pip_sdist_args(build.CACHE / "sdists", lock["sdists"]), "sdist")
+    wheels = fetch.cached_or_download(lock["wheels"], common.CACHE / "wheels",
+                                      fetch.pip_wheel_args(common.CACHE / "wheels"), "wheel")
+    sdists = fetch.cached_or_download(lock["sdists"], common.CACHE / "sdists",
+                                      fetch.pip_sdist_args(common.CACHE / "sdists", lock["sdists"]), "sdist")
     shutil.rmtree(dest, ignore_errors=True)
     (dest / "wheels").mkdir(parents=True)
     with tempfile.TemporaryDirectory() as tmp:
         tmpd = Path(tmp)
         # The app's code as a plain (source) wheel, handed to panel convert as a local requirement.
-        make, _ = build.project_tree(build.PY_DIR)
+        make, _ = project_tree(common.PY_DIR)
         (tmpd / "tree").mkdir()
         make(tmpd / "tree")
         app_whl = tmpd / "slm_playground-0.1.0-py3-none-any.whl"
-        build.pack_wheel(tmpd / "tree", app_whl)
+        zips.pack_wheel(tmpd / "tree", app_whl)
         (tmpd / "req.txt").write_text(f"{app_whl}\n")
-        subprocess.run([sys.executable, "-m", "panel", "convert", str(build.PY_DIR / "playground" / "app.py"),
+        subprocess.run([sys.executable, "-m", "panel", "convert", str(common.PY_DIR / "playground" / "app.py"),
                         "--to", "pyodide-worker", "--out", str(dest), "--requirements", str(tmpd / "req.txt")],
-                       check=True, cwd=ROOT, env={**__import__("os").environ, "PYTHONPATH": str(build.PY_DIR)},
+                       check=True, cwd=ROOT, env={**__import__("os").environ, "PYTHONPATH": str(common.PY_DIR)},
                        capture_output=True)
         # Pure PyYAML from its sdist, sources kept (the baseline does no compiling).
         for name, sd in sdists.items():
             e = lock["sdists"][name]
             (tmpd / name).mkdir()
-            build.sdist_to_tree(sd, e, tmpd / name)
-            build.pack_wheel(tmpd / name, dest / "wheels" / f"{e['dist_name']}-{e['version']}-py3-none-any.whl")
+            sdist_to_tree(sd, e, tmpd / name)
+            zips.pack_wheel(tmpd / name, dest / "wheels" / f"{e['dist_name']}-{e['version']}-py3-none-any.whl")
     for whl in wheels.values():
         shutil.copyfile(whl, dest / "wheels" / whl.name)
     (dest / "wheels" / "MarkupSafe-3.0.3-py3-none-any.whl").unlink()  # the wasm build below is used instead
@@ -126,14 +128,14 @@ def build_baseline(dest: Path, packages: Path) -> Path:
     pyo = dest / "pyodide"
     shutil.copytree(pkg, pyo)
     official = json.loads((pkg / "pyodide-lock.json").read_text())
-    subprocess.run(build.pip_wheel_args(build.CACHE / "wheels") + ["micropip==0.11.0"], check=True,
+    subprocess.run(fetch.pip_wheel_args(common.CACHE / "wheels") + ["micropip==0.11.0"], check=True,
                    capture_output=True)
-    local = {"micropip": build.CACHE / "wheels" / "micropip-0.11.0-py3-none-any.whl"}
+    local = {"micropip": common.CACHE / "wheels" / "micropip-0.11.0-py3-none-any.whl"}
     for whl in packages.glob("*.whl"):
         local[whl.name.split("-")[0].lower()] = whl
     for name, whl in local.items():
         shutil.copyfile(whl, pyo / whl.name)
-        official["packages"][name].update(file_name=whl.name, sha256=build.sha256_file(whl))
+        official["packages"][name].update(file_name=whl.name, sha256=common.sha256_file(whl))
     (pyo / "pyodide-lock.json").write_text(json.dumps(official))
 
     # BokehJS + all of panel/dist, from the wheels; PANEL_CDN_ROOT=./vendor/ as in the site.
@@ -277,7 +279,7 @@ def main() -> int:
 
     site, baseline = OUT / "site", OUT / "baseline"
     if not args.skip_build:
-        build.build(site, build.PY_DIR, args.pyodide_packages)
+        assemble.build(site, common.PY_DIR, args.pyodide_packages)
         build_baseline(baseline, args.pyodide_packages)
     results: dict[str, list[dict]] = {"site": [], "baseline": []}
     with serving(site) as site_url, serving(baseline) as base_url, sync_playwright() as p:

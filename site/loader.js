@@ -6,7 +6,7 @@
 // start without one, how making it for the next visit went ("saving", "saved", "failed"); `?snapshot=0`
 // neither uses nor makes one.
 
-const STAGES = ["runtime", "packages", "app"];
+let STAGES = []; // the loading stages, in order: the manifest's `site.stages` (build.py)
 const STALL_MS = 120000; // no progress message for this long -> error instead of an endless spinner
 const body = document.body;
 const query = new URLSearchParams(location.search);
@@ -45,6 +45,29 @@ function watchdog() {
 }
 
 // --------------------------------------------------------------------------------- progress screen
+// One row per stage: its label, a progress bar and the bytes loaded.
+function stageRows(stages) {
+  STAGES = Object.keys(stages);
+  $(".stages").replaceChildren(
+    ...STAGES.map((s) => {
+      const row = document.createElement("li");
+      row.id = `stage-${s}`;
+      row.dataset.state = "waiting";
+      const name = document.createElement("span");
+      name.className = "name";
+      name.textContent = stages[s];
+      const bar = document.createElement("progress");
+      bar.value = 0;
+      bar.max = 1;
+      bar.setAttribute("aria-label", stages[s]);
+      const size = document.createElement("span");
+      size.className = "bytes";
+      row.append(name, bar, size);
+      return row;
+    }),
+  );
+}
+
 function render() {
   for (const s of STAGES) {
     const row = $(`#stage-${s}`);
@@ -158,12 +181,13 @@ function spawnWorker() {
 }
 
 function startWorker(manifest, mainJs) {
-  const totals = { runtime: 0, packages: 0, app: 0 };
+  const totals = Object.fromEntries(STAGES.map((s) => [s, 0]));
   // What this page and the worker download: Pyodide, wheels, BokehJS/Panel JS (Panel's CSS files, fetched by
   // BokehJS as the views need them, are not counted).
   for (const [path, f] of Object.entries(manifest.files)) {
     const vendor = path.startsWith("build/vendor/");
-    if (path.startsWith("build/") && !path.endsWith("manifest.json") && (!vendor || manifest.main_js.includes(path))) {
+    const unread = path === manifest.site.manifest || path === manifest.site.facts; // fetched already / by sw.js
+    if (path.startsWith("build/") && !unread && (!vendor || manifest.main_js.includes(path))) {
       totals[f.stage] += f.size;
     }
   }
@@ -319,6 +343,7 @@ async function main() {
     worker = spawnWorker();
     const manifest = await fetchManifest();
     timings.manifest = performance.now();
+    stageRows(manifest.site.stages);
     if (await replaceOtherBuildsServiceWorker(manifest.build_id)) {
       worker.terminate(); // it may have loaded Pyodide's module from the other build's cache
       worker = spawnWorker();

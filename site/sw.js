@@ -6,17 +6,19 @@
 // not stored yet comes from the browser's HTTP cache (revalidated, not downloaded again); then it takes control
 // of the page (`navigator.serviceWorker.controller` set: everything is stored), and what the page fetches later
 // passes through it. (A page that another build's service worker controls moves to this one when it activates.)
+// The facts this worker shares with the page and the app worker (cache name prefix, shell files, pages, CDN) are
+// the build's (build.py writes them into the manifest and into this file's import).
+importScripts("build/site-facts.js");
+const FACTS = self.siteFacts;
 const BUILD = new URL(self.location.href).searchParams.get("build") || "unversioned";
-const PREFIX = "slm-site-";
-const CACHE = PREFIX + BUILD;
+const CACHE = FACTS.cache_prefix + BUILD;
 const scope = new URL("./", self.location.href).href;
-const CDN = "https://cdn.jsdelivr.net/pyodide/";
+const CDN = FACTS.cdn;
 // Small files that change with a rebuild under the same URL: network first, cache when offline.
-const FRESH = new Set(["", "index.html", "embed.html", "loader.js", "worker.js", "snapshot.js", "prelude.py",
-  "boot.py", "style.css", "sw.js", "build/manifest.json"]);
+const FRESH = new Set(["", ...FACTS.shell_files, FACTS.manifest]);
 
 // Both pages, whichever of them this visit opened, so that either works offline next time.
-const PAGES = ["./", "index.html", "embed.html"];
+const PAGES = ["./", ...FACTS.pages];
 
 self.addEventListener("install", (event) => {
   self.skipWaiting();
@@ -40,7 +42,7 @@ self.addEventListener("message", (event) => {
 self.addEventListener("activate", (event) => {
   event.waitUntil((async () => {
     for (const name of await caches.keys()) {
-      if (name.startsWith(PREFIX) && name !== CACHE) await caches.delete(name);
+      if (name.startsWith(FACTS.cache_prefix) && name !== CACHE) await caches.delete(name);
     }
   })());
 });

@@ -28,8 +28,8 @@ class SiteError extends Error {
 }
 
 // ----------------------------------------------------------------------------------- byte counting
-const bytes = { runtime: 0, packages: 0, app: 0 };
-const extraTotal = { runtime: 0, packages: 0, app: 0 }; // sizes learnt from Content-Length (CDN files)
+let bytes = null; // stage -> bytes downloaded (the stages are the manifest's `site.stages`)
+let extraTotal = null; // stage -> sizes learnt from Content-Length (CDN files)
 const failed = []; // [{url, reason}] every fetch that failed, to name it in the error panel
 let progressTimer = null;
 
@@ -53,14 +53,12 @@ function reportProgress() {
   }, 100);
 }
 
-const STAGE_LABEL = { runtime: "Pyodide runtime", packages: "Python packages", app: "App code" };
-
 // A runtime file could not be downloaded: say so at once (Pyodide can hang on a missing wasm file). Package
 // failures are reported when loadPackage returns, after it has installed everything else.
 function assetFailed(url, reason) {
   failed.push({ url, reason });
   if (knownSize(url) !== null && stageOf(url) === "runtime") {
-    postError(`${STAGE_LABEL[stageOf(url)]}: could not download ${describe(url).split(" (")[0]}`, `${url}: ${reason}`);
+    postError(`${manifest.site.stages[stageOf(url)]}: could not download ${describe(url).split(" (")[0]}`, `${url}: ${reason}`);
   }
 }
 
@@ -160,8 +158,6 @@ async function loadPackages(names, label) {
   }
 }
 
-const CACHE_PREFIX = "slm-site-"; // the service worker's cache of this build (sw.js) also holds the snapshot
-
 // A module's import, started at once; the function returned awaits it (a failure: the SiteError naming it).
 function importing(url, what) {
   const module = import(url);
@@ -178,7 +174,7 @@ function importing(url, what) {
 // Pyodide's module starts loading as soon as this worker does, while the page is still busy with 'start'.
 // snapshot.js is imported beside it, not before this file runs (a static import would put its round trip
 // in front of Pyodide's).
-const importPyodide = importing(`${root}build/pyodide/pyodide.mjs`, "Pyodide runtime (build/pyodide/pyodide.mjs)");
+const importPyodide = importing(`${root}build/pyodide/pyodide.mjs`, "Pyodide's module (build/pyodide/pyodide.mjs)");
 const importSnapshot = importing("./snapshot.js", "Loader (snapshot.js)");
 
 async function startPyodide(loadPyodide, extra) {
@@ -192,7 +188,7 @@ async function startPyodide(loadPyodide, extra) {
     });
   } catch (e) {
     const assets = failedAssets((u) => u.startsWith(root));
-    throw new SiteError("Pyodide runtime", assets || String(e.message || e));
+    throw new SiteError(manifest.site.stages.runtime, assets || String(e.message || e));
   }
   self.sitePyodide = pyodide; // for the tests and the benchmark (Playwright evaluates in the worker)
   bytes.runtime += manifest.files["build/pyodide/pyodide.asm.js"].size; // imported as a module: not fetched
@@ -246,11 +242,19 @@ async function restoreSnapshot(snapshot, loadPyodide, reading, cacheName) {
   }
 }
 
+// The manifest (build.py) names the files, their stages and the facts this worker shares with the page and sw.js.
+function useManifest(m) {
+  manifest = m;
+  const zeros = () => Object.fromEntries(Object.keys(m.site.stages).map((s) => [s, 0]));
+  bytes = zeros();
+  extraTotal = zeros();
+  return m.site.cache_prefix + m.build_id; // this build's cache (sw.js), which also holds the memory snapshot
+}
+
 async function start(msg) {
-  manifest = msg.manifest;
+  const cacheName = useManifest(msg.manifest);
   const t0 = performance.now();
   const timings = {};
-  const cacheName = CACHE_PREFIX + manifest.build_id;
   const [preludeSource, bootSource] = fetchPython("prelude.py", "boot.py");
 
   stage("runtime");
@@ -267,7 +271,7 @@ async function start(msg) {
   // One loadPackage call for everything (the app's own wheel too): downloads run in parallel, and each
   // package is installed as soon as it arrives even if another one fails.
   stage("packages");
-  if (!restored) await loadPackages(manifest.packages, "Python packages");
+  if (!restored) await loadPackages(manifest.packages, manifest.site.stages.packages);
   timings.packages = performance.now() - t0;
 
   stage("app");
@@ -295,18 +299,18 @@ async function start(msg) {
 
 // The snapshot worker: the app worker's start-up up to prelude.py, then the snapshot (snapshot.js).
 async function makeSnapshot(msg) {
-  manifest = msg.manifest;
+  const cacheName = useManifest(msg.manifest);
   const t0 = performance.now();
   const [preludeSource] = fetchPython("prelude.py");
   const { loadPyodide } = await importPyodide();
   const snapshot = await importSnapshot();
   const { recorder, options } = snapshot.makeOptions();
   await startPyodide(loadPyodide, options);
-  await loadPackages(manifest.packages, "Python packages");
+  await loadPackages(manifest.packages, manifest.site.stages.packages);
   const namespace = pyodide.toPy({ app_module: manifest.app_module, panel_cdn_root: manifest.panel_cdn_root });
   await runPrelude(namespace, preludeSource);
   namespace.destroy();
-  const size = await snapshot.make(pyodide, recorder, root, CACHE_PREFIX + manifest.build_id, manifest.build_id);
+  const size = await snapshot.make(pyodide, recorder, root, cacheName, manifest.build_id);
   post({ type: "snapshot", bytes: size, ms: performance.now() - t0 });
 }
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+from playwright.sync_api import expect
 
 from playground.state import PlaygroundState
 
@@ -312,16 +313,15 @@ def test_trained_model_generate_then_analyse(page, app_url):
     assert analyse.is_disabled()
     page.get_by_role("button", name="Generate").click()
     wait_for_tokens(page, 1)
-    page.wait_for_function("() => true")
-    page.get_by_role("button", name="Generate").wait_for(state="visible")
-    page.wait_for_timeout(800)
+    # The stream has ended when its cursor is gone and Generate can be pressed again.
+    page.locator("#pg-stream .pg-cursor").wait_for(state="detached", timeout=15_000)
+    expect(page.get_by_role("button", name="Generate")).to_be_enabled(timeout=15_000)
     generated = stream_tokens(page)
     assert analyse.is_enabled()
     page.screenshot(path=ARTIFACTS / "trained_generate.png", full_page=True)
     analyse.click()
     tokenizer = PlaygroundState(prompt=TRAINED_PROMPT).tokenizer
     expected = f"{TRAINED_PROMPT} {tokenizer.decode([tokenizer.index[t] for t in generated])}"
-    from playwright.sync_api import expect
 
     expect(page.locator(PROMPT_INPUT)).to_have_value(expected, timeout=5_000)
     # The views now describe the whole text: the token strip ends with the last generated token.

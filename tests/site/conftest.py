@@ -18,8 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "artifacts" / "site"
 READY_TIMEOUT_MS = 180_000
 
-sys.path.insert(0, str(ROOT))
-import build  # noqa: E402
+sys.path.insert(0, str(ROOT / "py"))
+from sitebuild.serve import serving  # noqa: E402
 
 
 def run_build(site: Path, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -61,7 +61,8 @@ def fake_vendored_site(tmp_path_factory: pytest.TempPathFactory, fake_numpy_dir:
 
 
 class Visit:
-    """One page load with every request recorded; requests to other hosts are aborted (no internet in tests)."""
+    """One browser context with every request recorded; requests to other hosts are aborted (no internet in
+    tests). A context manager: ``with Visit(browser, url) as visit: visit.open()`` closes the context after."""
 
     def __init__(self, browser: object, url: str, service_workers: str = "allow") -> None:
         self.base = url
@@ -129,9 +130,15 @@ class Visit:
     def close(self) -> None:
         self.context.close()
 
+    def __enter__(self) -> Visit:
+        return self
 
-def serve(site: Path):  # noqa: ANN201 - context manager from build.py
-    return build.serving(site)
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def serve(site: Path):  # noqa: ANN201 - a context manager yielding the base URL
+    return serving(site)
 
 
 def pyodide_packages_dir() -> Path | None:

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, Visit, build, built, run_build, serve
+from conftest import ROOT, Visit, built, run_build, serve
+from sitebuild import patches, slim
+from sitebuild.common import BuildError
 
 LOCK = json.loads((ROOT / "build.lock").read_text())
 
@@ -73,9 +75,7 @@ def test_wheels_are_slimmed_and_compiled(cdn_site: Path) -> None:
 
 def test_vendored_wheels_are_slimmed_with_their_hash_in_the_lock(tmp_path: Path) -> None:
     """--pyodide-packages: NumPy loses what nothing imports; the served (slimmed) file's sha256 is in the lock."""
-    import build
-
-    keep = build.vendored_filter("numpy")
+    keep = slim.vendored_filter("numpy")
     for name in ("numpy/__init__.pyc", "numpy/_core/_multiarray_umath.cpython-313-wasm32-emscripten.so",
                  "numpy/linalg/_linalg.pyc", "numpy/random/_pcg64.cpython-313-wasm32-emscripten.so",
                  "numpy/ma/core.pyc", "numpy/_typing/_shape.pyc", "numpy/ctypeslib.pyc",
@@ -92,7 +92,7 @@ def test_vendored_wheels_are_slimmed_with_their_hash_in_the_lock(tmp_path: Path)
     with zipfile.ZipFile(whl, "w") as zf:
         zf.writestr("numpy/linalg/_umath_linalg.cpython-313-wasm32-emscripten.so", b"\0asm")
         zf.writestr("numpy/linalg/_linalg.pyc", b"")
-    build.unpack_vendored(whl, "numpy", tmp_path / "tree")
+    slim.unpack_vendored(whl, "numpy", tmp_path / "tree")
     linalg = tmp_path / "tree" / "numpy" / "linalg"
     assert sorted(p.name for p in linalg.iterdir()) == ["_linalg.pyc", "_umath_linalg.py"]
     stub: dict = {}
@@ -103,15 +103,13 @@ def test_vendored_wheels_are_slimmed_with_their_hash_in_the_lock(tmp_path: Path)
     for name in ("encodings/utf_8.py", "encodings/aliases.py", "encodings/cp437.py", "encodings/idna.py",
                  "encodings/latin_1.py", "_strptime.py", "_pylong.py", "configparser.py", "csv.py",
                  "email/parser.py", "http/client.py", "asyncio/base_events.py"):
-        assert not build.STDLIB_DROP.search(name), name
+        assert not slim.STDLIB_DROP.search(name), name
     for name in ("encodings/cp1251.py", "encodings/big5.py", "xml/dom/minidom.py", "_pydatetime.py",
                  "http/server.py", "email/_header_value_parser.py", "unittest/mock.py", "this.py"):
-        assert build.STDLIB_DROP.search(name), name
+        assert slim.STDLIB_DROP.search(name), name
 
 
 def test_modules_that_need_an_unshipped_package_are_dropped(tmp_path: Path) -> None:
-    import build
-
     files = {"pkg/__init__.py": "from .core import x\n", "pkg/core.py": "x = 1\n",
              "pkg/io/__init__.py": "", "pkg/io/server.py": "import tornado\nfrom ..core import x\n",
              "pkg/io/admin.py": "from .server import y\n",  # needs a dropped module: dropped too
@@ -120,7 +118,7 @@ def test_modules_that_need_an_unshipped_package_are_dropped(tmp_path: Path) -> N
     for rel, text in files.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
-    assert build.drop_unimportable(tmp_path) == ["pkg.io.admin", "pkg.io.server"]
+    assert slim.drop_unimportable(tmp_path) == ["pkg.io.admin", "pkg.io.server"]
     assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.py")) == sorted(
         set(files) - {"pkg/io/server.py", "pkg/io/admin.py"})
 
@@ -128,11 +126,11 @@ def test_modules_that_need_an_unshipped_package_are_dropped(tmp_path: Path) -> N
 APP_DOCUMENT = """
 import hashlib, inspect, json, os, sys, types
 import bokeh.core.templates, bokeh.models, panel, panel.io.resources
-imported = {name: name in sys.modules for name in ("panel.chat", "unittest.mock", "yaml")}
+imported = {name: name in sys.modules for name in ("panel.chat", "unittest.mock")}
 from bokeh.document import Document
 from playground.app import create_app
 doc = Document()
-create_app().server_doc(doc)
+create_app().root.server_doc(doc)
 
 def shape(code):  # a code object's instructions, names and constants, nested code included
     return [code.co_code.hex(), code.co_names, code.co_varnames,
@@ -156,27 +154,9 @@ chat_models = sorted(set(Model.model_class_reverse_map) - registered)
 import unittest.mock
 cache = sys.modules["panel.io.cache"]
 
-import tempfile
-import bokeh.settings, bokeh.themes
-with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-    f.write("attrs:\\n  Plot:\\n    background_fill_color: '#eeeeee'\\n")
-bokeh.settings.settings.load_config(f.name)
-yaml_files = [bokeh.themes.Theme(filename=f.name)._json, bokeh.settings.settings._config_override]
-os.unlink(f.name)
-
 import warnings
 from bokeh.plotting import figure
 plot = figure()
-imported["bokeh.plotting.contour"] = "bokeh.plotting.contour" in sys.modules
-import numpy as np
-contour = plot.contour(np.arange(3), np.arange(3), np.arange(9.0).reshape(3, 3), [1, 2, 3], line_color="red")
-import bokeh.palettes as bp
-palettes = [hashlib.sha256(repr([(name, sorted(sizes.items())) for name, sizes in collection.items()]).encode())
-            .hexdigest() for collection in (bp.all_palettes, bp.small_palettes)]
-palettes.append(all(bp.small_palettes[name][n] is bp.all_palettes[name][n]  # the same tuples, in new dicts
-                    for name in bp.small_palettes for n in bp.small_palettes[name]))
-palettes.append(not any(bp.all_palettes[name] is bp.brewer.get(name) or bp.small_palettes[name] is bp.all_palettes[name]
-                        for name in bp.all_palettes))
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # the marker methods are deprecated
     glyphs = [str(r.glyph.properties_with_values(include_defaults=False)) for r in (
@@ -186,10 +166,7 @@ mocks = [m() for m in (unittest.mock.Mock, unittest.mock.MagicMock, unittest.moc
 print(json.dumps({"signature": str(inspect.signature(bokeh.models.Plot.__init__)),
                   "document": str({k: v for k, v in content.items() if k != "defs"}), "defs": defs,
                   "chat_models": chat_models, "templates": templates, "imported": imported,
-                  "chat": panel.chat.ChatInterface.__name__, "glyphs": glyphs, "yaml_files": yaml_files,
-                  "palettes": palettes,
-                  "contour": str(contour.fill_renderer.glyph.properties_with_values(include_defaults=False))
-                  + str(contour.line_renderer.glyph.properties_with_values(include_defaults=False)),
+                  "chat": panel.chat.ChatInterface.__name__, "glyphs": glyphs,
                   "glyph_signatures": [str(inspect.signature(getattr(figure, m))) for m in ("quad", "asterisk")],
                   "mock_hashes_by_id": [cache._generate_hash(m) == cache._int_to_bytes(id(m)) for m in mocks]}))
 """
@@ -215,8 +192,8 @@ for cls in parameterized(param.Parameterized):
 print(json.dumps(parameters))
 """
 
-def test_source_edits_change_docs_and_template_compilation_only(tmp_path: Path) -> None:
-    """build.SOURCE_EDITS applied to the installed bokeh and panel (the pinned versions): the signatures are
+def test_patches_change_docs_and_template_compilation_only(tmp_path: Path) -> None:
+    """sitebuild's patches applied to the installed bokeh, panel and param (the pinned versions): the signatures are
     gone, Panel's and Bokeh's Jinja environments keep compiled templates in their template folders and use
     them in the next process, panel.chat and unittest.mock are not imported with Panel, and the app's Bokeh
     document (but for the definitions of panel.chat's data models), the compiled templates, pn.chat, the
@@ -234,7 +211,7 @@ def test_source_edits_change_docs_and_template_compilation_only(tmp_path: Path) 
         assert module.__version__.split("+")[0] == LOCK["wheels"][name]["version"]
         shutil.copytree(Path(module.__file__).parent, tmp_path / name,
                         ignore=shutil.ignore_patterns("__pycache__", "static", "sampledata", "dist", "tests"))
-        build.apply_source_edits(tmp_path, build.SOURCE_EDITS[name])
+        patches.apply_patches(tmp_path, name, LOCK["wheels"][name]["version"])
 
     def run(*path: Path, script: str = APP_DOCUMENT) -> dict:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(p) for p in (*path, ROOT / "py"))}
@@ -245,16 +222,8 @@ def test_source_edits_change_docs_and_template_compilation_only(tmp_path: Path) 
     original, first, second = run(), run(tmp_path), run(tmp_path)
     assert "x_range" in original["signature"] and "x_range" not in first["signature"]
     # Not imported with Panel any more, and still there when asked for: pn.chat; mocks hash by id as before.
-    assert original["imported"] == {"panel.chat": True, "unittest.mock": True, "yaml": True,
-                                    "bokeh.plotting.contour": True}
-    assert first["imported"] == {"panel.chat": False, "unittest.mock": False, "yaml": False,
-                                 "bokeh.plotting.contour": False}
-    # Bokeh's palettes (copied with dict copies instead of deepcopy) and contours (imported on use) as before.
-    assert first["palettes"] == original["palettes"] and original["palettes"][2:] == [True, True]
-    assert first["contour"] == original["contour"] and "'red'" in original["contour"]
-    # Bokeh still reads YAML files: a theme, a config.
-    theme = {"attrs": {"Plot": {"background_fill_color": "#eeeeee"}}}
-    assert first["yaml_files"] == original["yaml_files"] == [theme, theme]
+    assert original["imported"] == {"panel.chat": True, "unittest.mock": True}
+    assert first["imported"] == {"panel.chat": False, "unittest.mock": False}
     assert first["chat"] == original["chat"] == "ChatInterface"
     assert first["mock_hashes_by_id"] == original["mock_hashes_by_id"] == [True] * 4
     assert first["document"] == second["document"] == original["document"]
@@ -274,14 +243,32 @@ def test_source_edits_change_docs_and_template_compilation_only(tmp_path: Path) 
         assert first["templates"][name]["code"] == second["templates"][name]["code"] == template["code"], name
         assert second["templates"][name]["from_cache"], name  # written by the first run, read by the second
         assert tmp_path in Path(first["templates"][name]["cache_dir"]).parents, name  # the edited copies
-    for name in ("bokeh", "panel", "param"):
-        with pytest.raises(build.BuildError, match="does not match"):
-            build.apply_source_edits(tmp_path, build.SOURCE_EDITS[name])  # already applied: no longer matches
+    for name in ("bokeh", "panel", "param"):  # applied already: each patch now names what does not match
+        with pytest.raises(BuildError, match=r"(?s)does not apply.*already applied"):
+            patches.apply_patches(tmp_path, name, LOCK["wheels"][name]["version"])
+
+
+def patched_unpacker(tree: Path) -> str:
+    """The source of `_unpack_wheel` in Pyodide's package loader, patched as the build patches it."""
+    import ast
+
+    from sitebuild.fetch import fetch_pyodide
+    from sitebuild.lock import read_lock
+
+    lock = read_lock()
+    with zipfile.ZipFile(fetch_pyodide(lock) / "python_stdlib.zip") as zf:
+        zf.extract("pyodide/_package_loader.py", tree)
+    patches.apply_patches(tree, "pyodide", lock["pyodide"]["version"])
+    source = (tree / "pyodide/_package_loader.py").read_text()
+    function = next(node for node in ast.parse(source).body
+                    if isinstance(node, ast.FunctionDef) and node.name == "_unpack_wheel")
+    assert "_unpack_wheel," in source  # and it is the one the loader registers for wheels
+    return ast.get_source_segment(source, function)
 
 
 @pytest.mark.filterwarnings("ignore:Duplicate name")
 def test_wheel_unpacker_writes_what_shutils_does(cdn_site: Path, tmp_path: Path) -> None:
-    """build.UNPACK_WHEEL (Pyodide's unpacker for wheels in the site's stdlib, build.STDLIB_EDITS) against the
+    """Pyodide's unpacker for wheels as the site's stdlib has it (sitebuild/patches/pyodide-*) against the
     shutil function it replaces: the same folders and files with the same bytes, for every wheel of the site and
     for a zip with folder entries, a repeated name and names that must not be extracted."""
     import shutil
@@ -292,7 +279,7 @@ def test_wheel_unpacker_writes_what_shutils_does(cdn_site: Path, tmp_path: Path)
                            ("empty/", b""), ("../evil.py", b"no"), ("/abs.py", b"no"), ("pkg/a.py", b"x = 2")):
             zf.writestr(name, data)
     namespace = {"shutil": shutil}
-    exec(build.UNPACK_WHEEL, namespace)  # noqa: S102 - the build's own code, as it goes into the stdlib zip
+    exec(patched_unpacker(tmp_path / "stdlib"), namespace)  # noqa: S102 - the function as the site ships it
 
     def tree(root: Path) -> dict[str, bytes | None]:
         return {p.relative_to(root).as_posix(): (p.read_bytes() if p.is_file() else None) for p in root.rglob("*")}
@@ -317,9 +304,13 @@ def test_app_code_ships_as_a_wheel_not_inlined(cdn_site: Path) -> None:
     # Of the training side, nothing: neither its code nor the card, logs and curves next to the weights.
     assert not [n for n in names if n.startswith("slm/train/") or (n.startswith("slm/weights/")
                                                                     and not n.endswith(".npz"))]
+    # The page and the worker only call into the app (boot.py: create_app, start_building_hidden); none of its
+    # code is inlined in them.
     for js in ("loader.js", "worker.js"):
-        assert "create_app" not in (cdn_site / js).read_text() or js == "worker.js"
-    assert "def create_app" not in (cdn_site / "worker.js").read_text()
+        text = (cdn_site / js).read_text()
+        assert not re.search(r"^\s*(def \w+\(|from [\w.]+ import|import panel)", text, re.M), js
+        assert "PlaygroundState" not in text, js
+        assert "create_app" not in text, js
 
 
 def test_pages_have_a_strict_csp_and_no_inline_script(cdn_site: Path, fake_vendored_site: tuple[Path, str]) -> None:
@@ -367,31 +358,27 @@ def test_rebuild_changes_build_id_only_when_content_changes(cdn_site: Path, tmp_
 def test_cdn_build_offline_boots_installs_and_names_numpy(browser: object, cdn_site: Path) -> None:
     """Every non-local request is blocked (as in CI): the page must boot Pyodide, install every vendored wheel,
     then stop on the error panel naming NumPy, with a Retry button."""
-    with serve(cdn_site) as url:
-        visit = Visit(browser, url, service_workers="block")
-        try:
-            visit.open()
-            visit.screenshot("ci-cdn-offline-error")
-            page = visit.page
-            assert page.evaluate("document.body.dataset.error") == "1", visit.console
-            assert page.evaluate("document.body.dataset.ready") is None
-            what = page.text_content("#error-what")
-            assert "NumPy" in what, what
-            assert "numpy-2.2.5" in page.text_content("#error-detail")
-            assert page.is_visible("#retry")
-            assert all(u.startswith("https://cdn.jsdelivr.net/pyodide/v0.29.3/full/numpy-") for u in visit.external)
-            assert visit.external, "NumPy should have been requested from the CDN (and blocked)"
-            lock = served_lock(cdn_site)
-            vendored = {n for n, p in lock["packages"].items() if not p["file_name"].startswith("https://")}
-            assert vendored <= set(visit.info()["loadedPackages"]), visit.info()
-            # Runtime booted from the site itself.
-            assert any(u.endswith("build/pyodide/pyodide.asm.wasm") for u in visit.requests)
-            # Retry really retries (and fails the same way, still offline).
-            page.click("#retry")
-            page.wait_for_selector("body[data-error='1']", state="attached", timeout=180_000)
-            assert "NumPy" in page.text_content("#error-what")
-        finally:
-            visit.close()
+    with serve(cdn_site) as url, Visit(browser, url, service_workers="block") as visit:
+        visit.open()
+        visit.screenshot("ci-cdn-offline-error")
+        page = visit.page
+        assert page.evaluate("document.body.dataset.error") == "1", visit.console
+        assert page.evaluate("document.body.dataset.ready") is None
+        what = page.text_content("#error-what")
+        assert "NumPy" in what, what
+        assert "numpy-2.2.5" in page.text_content("#error-detail")
+        assert page.is_visible("#retry")
+        assert all(u.startswith("https://cdn.jsdelivr.net/pyodide/v0.29.3/full/numpy-") for u in visit.external)
+        assert visit.external, "NumPy should have been requested from the CDN (and blocked)"
+        lock = served_lock(cdn_site)
+        vendored = {n for n, p in lock["packages"].items() if not p["file_name"].startswith("https://")}
+        assert vendored <= set(visit.info()["loadedPackages"]), visit.info()
+        # Runtime booted from the site itself.
+        assert any(u.endswith("build/pyodide/pyodide.asm.wasm") for u in visit.requests)
+        # Retry really retries (and fails the same way, still offline).
+        page.click("#retry")
+        page.wait_for_selector("body[data-error='1']", state="attached", timeout=180_000)
+        assert "NumPy" in page.text_content("#error-what")
 
 
 def test_vendored_build_never_leaves_localhost(browser: object, fake_vendored_site: tuple[Path, str]) -> None:
@@ -401,16 +388,12 @@ def test_vendored_build_never_leaves_localhost(browser: object, fake_vendored_si
     assert "differs from the official Pyodide" in stderr  # the fake is not the official NumPy build
     assert "file_name" in (site / "build" / "pyodide-lock.json").read_text()
     assert "https://" not in (site / "build" / "pyodide-lock.json").read_text()
-    with serve(site) as url:
-        visit = Visit(browser, url)
-        try:
-            visit.open()
-            visit.screenshot("ci-vendored-fake-numpy")
-            assert visit.external == []
-            assert any(u.endswith("numpy-2.2.5-cp313-cp313-pyodide_2025_0_wasm32.whl") for u in visit.requests)
-            assert "No module named 'numpy'" in visit.page.text_content("#error-detail")
-        finally:
-            visit.close()
+    with serve(site) as url, Visit(browser, url) as visit:
+        visit.open()
+        visit.screenshot("ci-vendored-fake-numpy")
+        assert visit.external == []
+        assert any(u.endswith("numpy-2.2.5-cp313-cp313-pyodide_2025_0_wasm32.whl") for u in visit.requests)
+        assert "No module named 'numpy'" in visit.page.text_content("#error-detail")
 
 
 def test_second_visit_is_served_by_the_service_worker_offline(browser: object,
@@ -418,18 +401,14 @@ def test_second_visit_is_served_by_the_service_worker_offline(browser: object,
     """After one visit the service worker holds every asset: offline, the page gets exactly as far (here:
     to the fake NumPy) instead of failing on a download."""
     site, _ = fake_vendored_site
-    with serve(site) as url:
-        visit = Visit(browser, url)
-        try:
-            visit.open()
-            visit.wait_js("navigator.serviceWorker.controller !== null")
-            first = visit.page.text_content("#error-detail")
-            visit.context.set_offline(True)
-            visit.page.reload()
-            visit.page.wait_for_selector("body[data-error='1']", state="attached", timeout=180_000)
-            assert visit.page.text_content("#error-detail") == first
-        finally:
-            visit.close()
+    with serve(site) as url, Visit(browser, url) as visit:
+        visit.open()
+        visit.wait_js("navigator.serviceWorker.controller !== null")
+        first = visit.page.text_content("#error-detail")
+        visit.context.set_offline(True)
+        visit.page.reload()
+        visit.page.wait_for_selector("body[data-error='1']", state="attached", timeout=180_000)
+        assert visit.page.text_content("#error-detail") == first
 
 
 def test_missing_asset_ends_on_error_panel(browser: object, fake_vendored_site: tuple[Path, str],
@@ -440,15 +419,11 @@ def test_missing_asset_ends_on_error_panel(browser: object, fake_vendored_site: 
     site = tmp_path / "broken"
     shutil.copytree(fake_vendored_site[0], site)
     (site / "build" / "pyodide" / "pyodide.asm.wasm").unlink()
-    with serve(site) as url:
-        visit = Visit(browser, url, service_workers="block")
-        try:
-            visit.open()
-            visit.screenshot("ci-missing-wasm")
-            assert "Pyodide runtime" in visit.page.text_content("#error-what")
-            assert "pyodide.asm.wasm" in visit.page.text_content("#error-detail")
-        finally:
-            visit.close()
+    with serve(site) as url, Visit(browser, url, service_workers="block") as visit:
+        visit.open()
+        visit.screenshot("ci-missing-wasm")
+        assert "Pyodide runtime" in visit.page.text_content("#error-what")
+        assert "pyodide.asm.wasm" in visit.page.text_content("#error-detail")
 
 
 @pytest.mark.parametrize("page", ["embed.html"])
@@ -466,21 +441,17 @@ def test_rebuild_replaces_the_service_worker_and_its_cache(browser: object, fake
     site = tmp_path / "rebuilt"
     shutil.copytree(fake_vendored_site[0], site)
     manifest_path = site / "build" / "manifest.json"
-    with serve(site) as url:
-        visit = Visit(browser, url)
-        try:
-            visit.open()
-            page = visit.page
-            visit.wait_js("navigator.serviceWorker.controller !== null")
-            old = json.loads(manifest_path.read_text())["build_id"]
-            assert page.evaluate("caches.keys()") == [f"slm-site-{old}"]
-            manifest = json.loads(manifest_path.read_text())
-            manifest["build_id"] = "rebuilt0000000000"
-            manifest_path.write_text(json.dumps(manifest))
-            page.reload()
-            page.wait_for_selector("body[data-error='1']", state="attached", timeout=180_000)
-            visit.wait_js("navigator.serviceWorker.controller?.scriptURL.endsWith('build=rebuilt0000000000')")
-            visit.wait_js("caches.keys().then((k) => k.length === 1)")
-            assert page.evaluate("caches.keys()") == ["slm-site-rebuilt0000000000"]
-        finally:
-            visit.close()
+    with serve(site) as url, Visit(browser, url) as visit:
+        visit.open()
+        page = visit.page
+        visit.wait_js("navigator.serviceWorker.controller !== null")
+        old = json.loads(manifest_path.read_text())["build_id"]
+        assert page.evaluate("caches.keys()") == [f"slm-site-{old}"]
+        manifest = json.loads(manifest_path.read_text())
+        manifest["build_id"] = "rebuilt0000000000"
+        manifest_path.write_text(json.dumps(manifest))
+        page.reload()
+        page.wait_for_selector("body[data-error='1']", state="attached", timeout=180_000)
+        visit.wait_js("navigator.serviceWorker.controller?.scriptURL.endsWith('build=rebuilt0000000000')")
+        visit.wait_js("caches.keys().then((k) => k.length === 1)")
+        assert page.evaluate("caches.keys()") == ["slm-site-rebuilt0000000000"]

@@ -1,0 +1,250 @@
+"""``site/build/``: the Pyodide runtime, BokehJS and Panel's JS/CSS, every wheel, Pyodide's lock file, and the
+manifest that the page, the worker and the service worker read.
+
+The facts those three share (``site_facts()``: the cache-name prefix, the hand-written shell files, the loading
+stages and their labels, the CDN that NumPy may come from) are written here once: into the manifest, which the
+page and the worker read, and into ``build/site-facts.js``, which the service worker imports (it has to answer
+requests before it could fetch a manifest). The build id (a hash of every file) is the manifest's.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import re
+import shutil
+import zipfile
+from pathlib import Path
+
+from .common import CACHE, PY_DIR, SITE, BuildError, log, sha256_file
+from .fetch import cached_or_download, fetch_pyodide, minified_runtime_js, official_lock, pip_sdist_args, pip_wheel_args
+from .lock import canonical, read_lock
+from .packages import (
+    PROCESS_VERSION,
+    WHEEL_OPTIMIZE,
+    compiled_stdlib,
+    process_wheel,
+    project_packages,
+    project_tree,
+    pyodide_dir_wheels,
+    sdist_to_tree,
+    template_bytecode,
+    unpack_importable,
+)
+from .patches import patch_key
+from .slim import NOT_SHIPPED, SLIM_RULES, VENDORED_SLIM_RULES, slim_filter, unpack_vendored, vendored_stubs
+from .zips import DEFLATE
+
+# Files in site/ that are hand-written (copied when building into another folder).
+SHELL_FILES = ("index.html", "embed.html", "loader.js", "worker.js", "snapshot.js", "prelude.py", "boot.py",
+               "style.css", "sw.js")
+# The pages of the site (both load loader.js; embed.html shows one view).
+PAGES = ("index.html", "embed.html")
+# The runtime default for packages that are not vendored (binary wasm wheels such as NumPy).
+PYODIDE_CDN_ORIGIN = "https://cdn.jsdelivr.net"
+PYODIDE_CDN = PYODIDE_CDN_ORIGIN + "/pyodide/v{version}/full/"
+# Relative to the page: Panel's document JSON names its CSS under this prefix (see worker.js / prelude.py).
+PANEL_CDN_ROOT = "./build/vendor/"
+# BokehJS bundles the main thread loads, in order (panel.min.js last: it extends the Bokeh global).
+BOKEH_JS = ("bokeh.min.js", "bokeh-widgets.min.js", "bokeh-tables.min.js")
+# Pyodide runtime files the browser needs (the rest of the npm package is docs, types and Node glue).
+RUNTIME_FILES = ("pyodide.mjs", "pyodide.asm.js", "pyodide.asm.wasm")
+# Panel's stylesheets: layout/widget CSS, design themes, spinner images; not the 90 MB of bundled 3rd-party
+# libraries (tabulator, vtk, deck.gl, ...) this app does not use.
+PANEL_DIST = re.compile(r"^panel/dist/(panel\.min\.js|css/.*|assets/.*\.svg|bundled/(theme|css)/.*)$")
+APP_WHEEL = ("slm_playground", "0.1.0")
+FACTS_FILE = "build/site-facts.js"
+
+
+def site_facts() -> dict:
+    """What loader.js, worker.js and sw.js share; each reads it from here (manifest / site-facts.js)."""
+    return {
+        "cache_prefix": "slm-site-",  # + build id: the service worker's cache, which also holds the snapshot
+        "shell_files": list(SHELL_FILES),
+        "pages": list(PAGES),
+        "stages": {"runtime": "Pyodide runtime", "packages": "Python packages", "app": "App code"},
+        "cdn": PYODIDE_CDN_ORIGIN + "/pyodide/",
+        "manifest": "build/manifest.json",
+        "facts": FACTS_FILE,
+    }
+
+
+def pyodide_cdn(lock: dict) -> str:
+    return PYODIDE_CDN.format(version=lock["pyodide"]["version"])
+
+
+def build(site: Path = SITE, py_dir: Path = PY_DIR, pyodide_packages: Path | None = None) -> dict:
+    lock = read_lock()
+    project_packages(py_dir)  # check the inputs before downloading anything
+    if DEFLATE != "zopfli":
+        log("zopfli is not installed (pip install zopfli): zips are deflated by zlib, ~0.3 MB larger")
+    pkg = fetch_pyodide(lock)
+    official = official_lock(pkg)
+    vendored = pyodide_dir_wheels(pyodide_packages, lock, official) if pyodide_packages else {}
+    wheels = cached_or_download(lock["wheels"], CACHE / "wheels", pip_wheel_args(CACHE / "wheels"), "wheel")
+    sdists = cached_or_download(lock["sdists"], CACHE / "sdists",
+                                pip_sdist_args(CACHE / "sdists", lock["sdists"]), "sdist")
+    out = site / "build"
+    if site.resolve() != SITE.resolve():
+        site.mkdir(parents=True, exist_ok=True)
+        for name in SHELL_FILES:
+            shutil.copyfile(SITE / name, site / name)
+    shutil.rmtree(out, ignore_errors=True)
+    (out / "wheels").mkdir(parents=True)
+
+    write_runtime(pkg, lock, out / "pyodide")
+    main_js = write_browser_assets(wheels, lock, out / "vendor")
+    entries = write_wheels(pkg, lock, wheels, sdists, py_dir, out / "wheels")
+    remote = write_vendored(pkg, lock, official, vendored, entries, out / "wheels")
+    if "numpy" in vendored:
+        made_bytecode = template_bytecode(pkg, entries, out / "wheels")
+        if made_bytecode:
+            entries[made_bytecode["name"]] = made_bytecode
+    packages = write_pyodide_lock(official, entries, remote, out / "pyodide-lock.json")
+    facts = site_facts()
+    (site / FACTS_FILE).write_text(f"// Written by build.py (sitebuild/assemble.py): read by sw.js.\n"
+                                   f"self.siteFacts = {json.dumps(facts, indent=1)};\n")
+    manifest = write_manifest(site, lock, facts, main_js, packages, remote)
+    check_csp(site, bool(remote))
+    total = sum(f["size"] for f in manifest["files"].values())
+    log(f"wrote {out} ({total / 1e6:.1f} MB in {len(manifest['files'])} files; build {manifest['build_id']}; "
+        f"{'NumPy from ' + pyodide_cdn(lock) if remote else 'all packages vendored'})")
+    return manifest
+
+
+def write_runtime(pkg: Path, lock: dict, dest: Path) -> None:
+    """The npm files the browser needs, Pyodide's JavaScript minified, and a byte-compiled stdlib."""
+    dest.mkdir()
+    for name in RUNTIME_FILES:
+        shutil.copyfile(minified_runtime_js(pkg, lock) if name == "pyodide.asm.js" else pkg / name, dest / name)
+    shutil.copyfile(compiled_stdlib(pkg, lock), dest / "python_stdlib.zip")
+
+
+def write_browser_assets(wheels: dict[str, Path], lock: dict, vendor: Path) -> list[str]:
+    """Main-thread JS/CSS, from the same wheels the worker imports; returns the scripts the page loads, in order."""
+    panel_version = lock["wheels"]["panel"]["version"]
+    (vendor / "bokeh").mkdir(parents=True)
+    with zipfile.ZipFile(wheels["bokeh"]) as zf:
+        for js in BOKEH_JS:
+            (vendor / "bokeh" / js).write_bytes(zf.read(f"bokeh/server/static/js/{js}"))
+    dist = vendor / panel_version / "dist"
+    with zipfile.ZipFile(wheels["panel"]) as zf:
+        for n in zf.namelist():
+            if PANEL_DIST.match(n):
+                (dist / n[len("panel/dist/"):]).parent.mkdir(parents=True, exist_ok=True)
+                (dist / n[len("panel/dist/"):]).write_bytes(zf.read(n))
+    return [f"build/vendor/bokeh/{js}" for js in BOKEH_JS] + [f"build/vendor/{panel_version}/dist/panel.min.js"]
+
+
+def write_wheels(pkg: Path, lock: dict, wheels: dict[str, Path], sdists: dict[str, Path], py_dir: Path,
+                 pub: Path) -> dict[str, dict]:
+    """Slimmed, patched, compiled pure wheels; pure wheels built from sdists; the project's wheel."""
+    entries: dict[str, dict] = {}
+    for name, whl in wheels.items():
+        e = lock["wheels"][name]
+        patches = patch_key(name, e["version"])
+        key = f"{PROCESS_VERSION}|{e['sha256']}|{SLIM_RULES.get(name)}|{SLIM_RULES['*']}|{NOT_SHIPPED}|{patches}"
+        make = functools.partial(unpack_importable, whl, keep=slim_filter(name, e["version"]), dist=name,
+                                 version=e["version"])
+        made = process_wheel(pkg, name, whl, pub, make, e["file"], key, "legacy", WHEEL_OPTIMIZE)
+        entries[name] = {"name": name, "version": e["version"], "path": made, "imports": e["imports"]}
+    for name, sd in sdists.items():
+        e = lock["sdists"][name]
+        fname = f"{e['dist_name']}-{e['version']}-py3-none-any.whl"
+        made = process_wheel(pkg, name, sd, pub, functools.partial(sdist_to_tree, sd, e), fname,
+                             f"{PROCESS_VERSION}|{e['sha256']}|{e['package_dirs']}", "legacy", WHEEL_OPTIMIZE)
+        entries[name] = {"name": name, "version": e["version"], "path": made, "imports": e["imports"]}
+    make_project, project_hash = project_tree(py_dir)
+    name, version = APP_WHEEL
+    made = process_wheel(pkg, name, None, pub, make_project, f"{name}-{version}-py3-none-any.whl",
+                         f"{PROCESS_VERSION}|{project_hash}", "hash")
+    entries[name] = {"name": name, "version": version, "path": made,
+                     "imports": [p.name for p in project_packages(py_dir)]}
+    return entries
+
+
+def write_vendored(pkg: Path, lock: dict, official: dict, vendored: dict[str, Path], entries: dict[str, dict],
+                   pub: Path) -> dict[str, dict]:
+    """Binary packages: vendored from --pyodide-packages (into ``entries``), else fetched at run time from the
+    Pyodide CDN (returned)."""
+    remote: dict[str, dict] = {}
+    for name, e in lock["pyodide_packages"].items():
+        if name in vendored:
+            # A vendored wasm build replaces the pure-Python fallback built above (e.g. MarkupSafe).
+            for other in [k for k, v in lock["sdists"].items() if v["dist_name"].lower() == name]:
+                entries.pop(other)["path"].unlink()
+            whl = vendored[name]
+            rules = (VENDORED_SLIM_RULES.get(name), VENDORED_SLIM_RULES["*"], vendored_stubs(name))
+            key = f"{PROCESS_VERSION}|vendored|{sha256_file(whl)}|{rules}"
+            made = process_wheel(pkg, name, whl, pub, functools.partial(unpack_vendored, whl, name), whl.name, key,
+                                 None)
+            entries[name] = {"name": name, "version": e["version"], "path": made,
+                             "imports": official["packages"][name]["imports"]}
+        elif e.get("required"):
+            remote[name] = {"name": name, "version": e["version"], "url": pyodide_cdn(lock) + e["file"],
+                            "sha256": e["sha256"], "imports": official["packages"][name]["imports"]}
+    return remote
+
+
+def write_pyodide_lock(official: dict, entries: dict[str, dict], remote: dict[str, dict], path: Path) -> list[str]:
+    """pyodide-lock.json in Pyodide's own schema (loadPackage() verifies each sha256 via fetch integrity)."""
+    pkgs: dict[str, dict] = {}
+    for name, e in sorted(entries.items()):
+        pkgs[canonical(name)] = {"name": canonical(name), "version": e["version"],
+                                 "file_name": f"wheels/{e['path'].name}", "install_dir": "site",
+                                 "sha256": sha256_file(e["path"]), "package_type": "package",
+                                 "imports": e["imports"], "depends": [], "unvendored_tests": False}
+    for name, e in sorted(remote.items()):
+        pkgs[canonical(name)] = {"name": canonical(name), "version": e["version"], "file_name": e["url"],
+                                 "install_dir": "site", "sha256": e["sha256"], "package_type": "package",
+                                 "imports": e["imports"], "depends": [], "unvendored_tests": False}
+    path.write_text(json.dumps({"info": official["info"], "packages": pkgs}, indent=1))
+    return sorted(pkgs)
+
+
+def stage_of(rel: str) -> str:
+    """The loading stage a file of the site belongs to (the progress bar's rows)."""
+    return "app" if APP_WHEEL[0] in rel else "packages" if "/wheels/" in rel else "runtime"
+
+
+def write_manifest(site: Path, lock: dict, facts: dict, main_js: list[str], packages: list[str],
+                   remote: dict[str, dict]) -> dict:
+    """What the loader fetches, each file's size and stage (progress bar, service worker), the build id."""
+    out = site / "build"
+    files: dict[str, dict] = {}
+    for p in sorted(out.rglob("*")):
+        if p.is_file():
+            rel = p.relative_to(site).as_posix()
+            files[rel] = {"size": p.stat().st_size, "stage": stage_of(rel)}
+    for name in SHELL_FILES:
+        files[name] = {"size": (site / name).stat().st_size, "stage": "runtime"}
+    build_hash = hashlib.sha256()
+    for rel in sorted(files):
+        build_hash.update(rel.encode() + b"\0" + hashlib.sha256((site / rel).read_bytes()).digest())
+    manifest = {
+        "build_id": build_hash.hexdigest()[:16],
+        "pyodide_version": lock["pyodide"]["version"],
+        "panel_cdn_root": PANEL_CDN_ROOT,
+        "app_module": "playground.app",
+        "site": facts,
+        "main_js": main_js,
+        "packages": packages,
+        "remote": {n: {"url": e["url"], "stage": "packages"} for n, e in remote.items()},
+        "files": files,
+    }
+    (site / facts["manifest"]).write_text(json.dumps(manifest, indent=1))
+    return manifest
+
+
+def check_csp(site: Path, remote: bool) -> None:
+    """The pages' CSP must allow the Pyodide CDN only when something is fetched from it."""
+    for page in PAGES:
+        path = site / page
+        html = path.read_text()
+        new = re.sub(r"connect-src 'self'( " + re.escape(PYODIDE_CDN_ORIGIN) + ")?",
+                     f"connect-src 'self'{' ' + PYODIDE_CDN_ORIGIN if remote else ''}", html)
+        if "connect-src 'self'" not in new:
+            raise BuildError(f"{path}: CSP meta with connect-src 'self' not found")
+        if new != html:
+            path.write_text(new)

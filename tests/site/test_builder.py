@@ -1,0 +1,101 @@
+"""The site's builder (py/sitebuild): its patches of upstream code, its size, and the facts it shares with the
+site's JavaScript. No browser; the pinned wheels are fetched (and cached) like a build does."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from sitebuild import patches
+from sitebuild.common import HERE
+from sitebuild.lock import read_lock
+
+PATCH_HEADER = re.compile(r"\ASubject: .+\n\nWhy: .+(\n  .+)*\nGain: .+(\n  .+)*\nUpstream: .+\nChecked by: .+\n", re.M)
+
+
+def test_every_patch_applies_to_the_pinned_sources() -> None:
+    proc = subprocess.run([sys.executable, str(ROOT / "build.py"), "--check-patches"], capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "every patch applies to the pinned sources" in proc.stdout
+    checked = re.findall(r"checked (\S+): (\d+) patches", proc.stdout)
+    assert {name for name, _ in checked} == {"bokeh-3.9.2", "panel-1.9.4", "param-2.4.2", "pyodide-0.29.3"}
+
+
+def test_each_patch_says_why_what_it_gains_and_where_upstream() -> None:
+    found = sorted(patches.PATCHES.glob("*/*.patch"))
+    assert len(found) == 8
+    for patch in found:
+        assert re.match(r"\d{4}-[a-z0-9-]+\.patch$", patch.name), patch.name
+        assert PATCH_HEADER.match(patch.read_text()), f"{patch}: header (Subject, Why, Gain, Upstream) missing"
+
+
+def test_check_patches_lists_every_mismatch_with_its_hunk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two broken hunks in two distributions and a folder for another version: all three reported at once."""
+    broken = tmp_path / "patches"
+    shutil.copytree(patches.PATCHES, broken)
+    glyphs = broken / "bokeh-3.9.2" / "0003-glyph-methods-without-generated-docs.patch"
+    text = glyphs.read_text()
+    second = text.index("@@ -66,17")  # a context line of the second hunk, changed as a new release might
+    line = text.index("\n ", second) + 1
+    glyphs.write_text(text[:line] + " # a line the pinned bokeh does not have" + text[text.index("\n", line):])
+    param = broken / "param-2.4.2" / "0001-inherit-slots-from-defining-classes-only.patch"
+    param.write_text(param.read_text().replace("-                new_value = getattr(new_param, slot)",
+                                               "-                new_value = getattr(new_param, slot, None)"))
+    (broken / "panel-1.9.4").rename(broken / "panel-1.9.3")
+    monkeypatch.setattr(patches, "PATCHES", broken)
+
+    problems = patches.check_patches(read_lock())
+    assert problems == [
+        "bokeh-3.9.2/0003-glyph-methods-without-generated-docs.patch: bokeh/plotting/_decorators.py: "
+        "hunk #2 (line 64) does not match",  # where patch looked, after hunk #1 took out two lines
+        "panel-1.9.3: build.lock pins panel 1.9.4, these patches are for 1.9.3",
+        "param-2.4.2/0001-inherit-slots-from-defining-classes-only.patch: param/parameterized.py: "
+        "hunk #1 (line 5106) does not match",
+    ], problems
+
+
+def test_the_build_stops_on_patches_for_another_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sitebuild.common import BuildError
+
+    moved = tmp_path / "patches"
+    shutil.copytree(patches.PATCHES, moved)
+    (moved / "param-2.4.2").rename(moved / "param-2.4.1")
+    monkeypatch.setattr(patches, "PATCHES", moved)
+    with pytest.raises(BuildError, match=r"param-2.4.1: its patches are for param 2.4.1, build.lock pins 2.4.2"):
+        patches.apply_patches(tmp_path, "param", "2.4.2")
+
+
+def test_builder_modules_stay_small_and_hold_no_upstream_source() -> None:
+    for module in sorted(HERE.glob("*.py")):
+        lines = module.read_text().splitlines()
+        assert len(lines) <= 400, f"{module.name}: {len(lines)} lines"
+    # The upstream code the build changes lives in patch files, not in Python strings.
+    text = "\n".join(m.read_text() for m in HERE.glob("*.py"))
+    for upstream in ("process_example(cls)", "from . import chat", "_unpack_zipfile", "slot_overridden"):
+        assert upstream not in text, upstream
+
+
+def test_the_site_facts_are_written_once(cdn_site: Path) -> None:
+    """Cache prefix, shell files, stages and CDN come from the build (manifest, site-facts.js), not from copies in
+    the JavaScript."""
+    manifest = json.loads((cdn_site / "build" / "manifest.json").read_text())
+    facts = manifest["site"]
+    js = (cdn_site / facts["facts"]).read_text()
+    assert json.loads(js[js.index("{"):js.rindex("}") + 1]) == facts
+    hand_written = sorted(p.name for p in (ROOT / "site").iterdir() if p.is_file())
+    assert sorted(facts["shell_files"]) == hand_written
+    assert set(facts["pages"]) <= set(hand_written) and list(facts["stages"]) == ["runtime", "packages", "app"]
+    assert {f["stage"] for f in manifest["files"].values()} == set(facts["stages"])
+    for name in ("loader.js", "worker.js", "sw.js", "snapshot.js", "index.html", "embed.html"):
+        text = (cdn_site / name).read_text()
+        assert facts["cache_prefix"] not in text, name
+        assert not [label for label in facts["stages"].values() if label in text], name
+        assert facts["cdn"] not in text and "boot.py\", \"style.css" not in text, name
