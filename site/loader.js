@@ -11,7 +11,14 @@ const STALL_MS = 120000; // no progress message for this long -> error instead o
 const body = document.body;
 const query = new URLSearchParams(location.search);
 const embed = body.dataset.embed === "1" || query.get("embed") === "1";
-const useSnapshot = query.get("snapshot") !== "0" && "caches" in self;
+// Where the site's files come from. The hosted site: the server, next to this page. The portable file (one HTML
+// file opened from disk, portable.js): the page itself, whose one JSON block indexes the files it embeds. A page
+// with an opaque origin (the portable file; embed.html in an iframe sandboxed without allow-same-origin) may not
+// start a worker from a URL, nor use Cache Storage or a service worker: it starts the worker from a blob.
+const portable = portableIndex();
+const opaque = self.origin === "null";
+const useSnapshot = !opaque && query.get("snapshot") !== "0" && "caches" in self;
+const serviceWorkers = !opaque && "serviceWorker" in navigator;
 const info = (window.siteInfo = { timings: {}, loadedPackages: [], heapBytes: null });
 const timings = info.timings;
 const state = { stage: null, bytes: {}, total: {}, mainJsBytes: 0, failed: false };
@@ -90,6 +97,7 @@ function tick() {
 
 // ------------------------------------------------------------------------------------------ assets
 async function fetchManifest() {
+  if (portable) return portable.manifest;
   let resp;
   try {
     resp = await fetch("build/manifest.json", { cache: "no-cache" });
@@ -100,16 +108,81 @@ async function fetchManifest() {
   return resp.json();
 }
 
+// ---------------------------------------------------------------------------------- portable file
+function portableIndex() {
+  const el = document.querySelector('script[type="application/json"]');
+  return el ? JSON.parse(el.textContent) : null;
+}
+
+function fromBase64(text) {
+  if (Uint8Array.fromBase64) return Uint8Array.fromBase64(text);
+  const binary = atob(text);
+  const bytes = new Uint8Array(binary.length);
+  for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
+  return bytes;
+}
+
+const MIME = { wasm: "application/wasm", js: "text/javascript", mjs: "text/javascript", css: "text/css",
+  json: "application/json", svg: "image/svg+xml" };
+const embedded = new Map(); // path -> Promise<Blob>
+
+// An embedded file as a Blob, once its sha256 matches the index (as Pyodide checks the hosted site's
+// downloads against its lock file); a damaged copy stops the page with the file's name.
+function embeddedFile(path) {
+  if (!embedded.has(path)) {
+    embedded.set(path, (async () => {
+      const part = portable.parts.find((p) => p.path === path);
+      if (!part) throw [`Portable file: ${path}`, "not in this file"];
+      let bytes = fromBase64(document.getElementById(part.id).textContent);
+      if (part.encoding === "gzip") {
+        const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+        bytes = new Uint8Array(await new Response(stream).arrayBuffer());
+      }
+      const digest = [...new Uint8Array(await crypto.subtle.digest("SHA-256", bytes))]
+        .map((b) => b.toString(16).padStart(2, "0")).join("");
+      if (bytes.length !== part.size || digest !== part.sha256) {
+        throw [`Portable file: ${path}`, "the embedded copy is damaged (its sha256 does not match)"];
+      }
+      return new Blob([bytes], { type: MIME[path.split(".").pop()] || "application/octet-stream" });
+    })());
+  }
+  return embedded.get(path);
+}
+
+// What the worker fetches in the portable file, as Blobs: everything but what this page itself uses.
+async function workerFiles() {
+  const own = (path) => path.startsWith("build/vendor/") || ["loader.js", "worker.js", "style.css"].includes(path);
+  const paths = portable.parts.map((p) => p.path).filter((path) => !own(path));
+  const blobs = await Promise.all(paths.map(embeddedFile));
+  return Object.fromEntries(paths.map((path, i) => [path, blobs[i]]));
+}
+
+// Panel's stylesheets, which its document names by URL under manifest.panel_cdn_root: in the portable file
+// those URLs are rewritten to blob: URLs of the embedded copies (docsJson and every patch).
+let vendorUrls = null;
+
+async function portableStylesheets(manifest) {
+  const prefix = manifest.panel_cdn_root.replace(/^\.\//, "");
+  const paths = portable.parts.map((p) => p.path).filter((p) => p.startsWith(prefix) && !p.endsWith(".js"));
+  const blobs = await Promise.all(paths.map(embeddedFile));
+  vendorUrls = new Map(paths.map((path, i) => [`./${path}`, URL.createObjectURL(blobs[i])]));
+}
+
+function localUrls(text) {
+  return vendorUrls ? text.replace(/\.\/build\/vendor\/[\w./-]+/g, (url) => vendorUrls.get(url) || url) : text;
+}
+
 // ----------------------------------------------------------------------------------- service worker
 // The service worker keeps every asset for the next visit (and offline). A first visit does not wait for it
 // (registering it and routing every download through it costs the start-up CPU): once the app is ready or has
 // failed, keepForNextVisit() registers it and hands it what the visit fetched (sw.js). A page still controlled
 // by another build's service worker waits (briefly) until this build's takes over: the old one's cache-first
 // answers would be stale.
-const thisBuilds = (buildId) => navigator.serviceWorker?.controller?.scriptURL.endsWith(`build=${buildId}`);
+const thisBuilds = (buildId) =>
+  serviceWorkers && navigator.serviceWorker.controller?.scriptURL.endsWith(`build=${buildId}`);
 
 async function replaceOtherBuildsServiceWorker(buildId) {
-  if (!navigator.serviceWorker?.controller || thisBuilds(buildId)) return false;
+  if (!serviceWorkers || !navigator.serviceWorker.controller || thisBuilds(buildId)) return false;
   try {
     await navigator.serviceWorker.register(`sw.js?build=${buildId}`);
     await new Promise((resolve) => {
@@ -131,7 +204,7 @@ async function replaceOtherBuildsServiceWorker(buildId) {
 const within = (ms, promise) => Promise.race([promise, new Promise((r) => setTimeout(() => r("timeout"), ms))]);
 
 async function keepForNextVisit(buildId, fetchedByWorker) {
-  if (!("serviceWorker" in navigator)) return;
+  if (!serviceWorkers) return;
   try {
     const registration = await navigator.serviceWorker.register(`sw.js?build=${buildId}`);
     if (thisBuilds(buildId)) return; // it controlled this visit: everything passed through it
@@ -152,13 +225,16 @@ async function keepForNextVisit(buildId, fetchedByWorker) {
 }
 
 // BokehJS and Panel's JS, in order (async=false keeps the order while downloading in parallel).
-function loadMainJs(manifest) {
+async function loadMainJs(manifest) {
+  const urls = portable
+    ? await Promise.all(manifest.main_js.map(async (src) => URL.createObjectURL(await embeddedFile(src))))
+    : manifest.main_js;
   return Promise.all(
     manifest.main_js.map(
-      (src) =>
+      (src, i) =>
         new Promise((resolve, reject) => {
           const el = document.createElement("script");
-          el.src = src;
+          el.src = urls[i];
           el.async = false;
           el.onload = () => {
             state.mainJsBytes += manifest.files[src]?.size || 0;
@@ -172,15 +248,32 @@ function loadMainJs(manifest) {
 }
 
 // ---------------------------------------------------------------------------- Panel worker protocol
-// Started before the manifest is in: the worker's modules and Pyodide's load meanwhile.
+// Started before the manifest is in: the worker's modules and Pyodide's load meanwhile. A page with an opaque
+// origin makes it from a blob of worker.js's text, as a classic worker (there a module worker from a URL or a blob
+// is refused), and tells it the site's root with 'start'.
 function spawnWorker() {
-  const w = new Worker("worker.js", { type: "module" });
+  if (!opaque) return watchWorker(new Worker("worker.js", { type: "module" }));
+  return workerSource().then((source) => watchWorker(new Worker(URL.createObjectURL(source))));
+}
+
+async function workerSource() {
+  if (portable) return embeddedFile("worker.js");
+  try {
+    const resp = await fetch("worker.js");
+    if (!resp.ok) throw new Error(`HTTP ${resp.status}`);
+    return new Blob([await resp.text()], { type: "text/javascript" });
+  } catch (e) {
+    throw ["Loading the worker (worker.js)", `${e.message || e} (a page in a sandboxed iframe reads the site's files with CORS: the host must send Access-Control-Allow-Origin)`];
+  }
+}
+
+function watchWorker(w) {
   w.onerror = (e) => fail("The Python worker crashed", e.message || "worker error");
   w.onmessageerror = () => fail("The Python worker crashed", "a message could not be decoded");
   return w;
 }
 
-function startWorker(manifest, mainJs) {
+async function startWorker(manifest, mainJs) {
   const totals = Object.fromEntries(STAGES.map((s) => [s, 0]));
   // What this page and the worker download: Pyodide, wheels, BokehJS/Panel JS (Panel's CSS files, fetched by
   // BokehJS as the views need them, are not counted).
@@ -254,6 +347,7 @@ function startWorker(manifest, mainJs) {
       info.loadedPackages = msg.loaded;
       $("#loading").hidden = true;
       body.dataset.ready = "1";
+      offerOfflineCopy(manifest);
       const kept = keepForNextVisit(manifest.build_id, msg.fetched);
       if (useSnapshot) {
         if (info.snapshot === "restored") body.dataset.snapshot = "restored";
@@ -268,17 +362,54 @@ function startWorker(manifest, mainJs) {
         worker.busy = false;
       }
     } else if (msg.type === "patch") {
+      const patch = !vendorUrls ? msg.patch
+        : typeof msg.patch === "string" ? localUrls(msg.patch) : JSON.parse(localUrls(JSON.stringify(msg.patch)));
       try {
         patching += 1;
-        jsdoc.apply_json_patch(msg.patch, msg.buffers);
+        jsdoc.apply_json_patch(patch, msg.buffers);
       } finally {
         patching -= 1;
       }
     }
   };
   // No service worker controls a first visit: the worker stores its downloads itself (worker.js `keepIn`).
-  const keep = "serviceWorker" in navigator && "caches" in self && !thisBuilds(manifest.build_id);
-  worker.postMessage({ type: "start", manifest, location: pageLocation(), snapshot: useSnapshot, keep });
+  const keep = serviceWorkers && "caches" in self && !thisBuilds(manifest.build_id);
+  // A worker made from a blob learns the site's root here, and in the portable file gets the files themselves.
+  const root = new URL("./", location.href).href;
+  const files = portable ? await workerFiles() : null;
+  worker.postMessage({ type: "start", manifest, location: pageLocation(), snapshot: useSnapshot, keep, root, files });
+}
+
+// "Save for offline use" (the full page on the hosted site): the portable file, assembled by portable.js from the
+// files this visit loaded (the service worker's cache answers; NumPy too, wherever it came from).
+function offerOfflineCopy(manifest) {
+  const footer = $("#offline");
+  if (!footer || portable || opaque || embed) return;
+  footer.hidden = false;
+  const button = $("#save-offline");
+  const status = $("#save-offline-status");
+  button.addEventListener("click", async () => {
+    button.disabled = true;
+    status.textContent = "Putting the playground into one file…";
+    try {
+      const { assemble } = await import("./portable.js");
+      const read = async (url) => {
+        const resp = await fetch(url);
+        if (!resp.ok) throw new Error(`${url}: HTTP ${resp.status}`);
+        return new Uint8Array(await resp.arrayBuffer());
+      };
+      const file = new Blob([await assemble({ manifest, read })], { type: "text/html" });
+      const link = document.createElement("a");
+      link.href = URL.createObjectURL(file);
+      link.download = manifest.site.portable_name;
+      link.click();
+      status.textContent = `Saved ${manifest.site.portable_name} (${mb(file.size)}): open it from a folder or a USB stick, no network needed.`;
+    } catch (e) {
+      status.textContent = `Could not save it: ${e.message || e}`;
+    } finally {
+      button.disabled = false;
+    }
+  });
 }
 
 // The next visit starts from a memory snapshot of this one's interpreter (site/snapshot.js): made by a second
@@ -315,7 +446,7 @@ function pageLocation() {
 }
 
 async function embedDocument(msg) {
-  const docsJson = JSON.parse(msg.docs_json);
+  const docsJson = JSON.parse(localUrls(msg.docs_json));
   const renderItems = JSON.parse(msg.render_items);
   const rootIds = JSON.parse(msg.root_ids);
   const app = $("#app");
@@ -340,18 +471,19 @@ async function main() {
   tick();
   watchdog();
   try {
-    worker = spawnWorker();
+    worker = await spawnWorker();
     const manifest = await fetchManifest();
     timings.manifest = performance.now();
     stageRows(manifest.site.stages);
     if (await replaceOtherBuildsServiceWorker(manifest.build_id)) {
       worker.terminate(); // it may have loaded Pyodide's module from the other build's cache
-      worker = spawnWorker();
+      worker = await spawnWorker();
     }
     timings.serviceWorker = performance.now();
+    if (portable) await portableStylesheets(manifest);
     const mainJs = loadMainJs(manifest);
     mainJs.catch(([what, detail]) => fail(what, detail));
-    startWorker(manifest, mainJs);
+    await startWorker(manifest, mainJs);
   } catch (e) {
     if (Array.isArray(e)) fail(e[0], e[1]);
     else fail("Loading the page", String(e.stack || e));

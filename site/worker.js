@@ -7,12 +7,25 @@
 // after 'ready' when no memory snapshot of this build exists yet, gets 'snapshot' and answers 'snapshot'
 // (snapshot.js).
 
-const root = new URL("./", self.location.href).href; // the site root: worker.js sits next to index.html
+// The site root: worker.js sits next to index.html. A worker the page made from a blob (an opaque origin: the
+// portable file, a sandboxed iframe) learns it from 'start', and in the portable file also gets the files: Blobs
+// the page has checked against their sha256, which fetch() below serves instead of the network.
+const fromBlob = self.location.protocol === "blob:";
+let root = fromBlob ? null : new URL("./", self.location.href).href;
+let embedded = null; // path -> Blob (the portable file)
 let manifest = null;
 let pyodide = null;
 let py = null; // the namespace boot.py ran in (apply_patch, link_docs, set_location, playground)
 
 const post = (msg, transfer) => self.postMessage(msg, transfer || []);
+
+// Panel's converter of Python dicts to JS objects for its patches (undefined values become null). Panel makes it by
+// evaluating a string, which a worker made from a blob may not do: it runs under its page's CSP
+// (py/sitebuild/patches/panel-1.9.4/0004 has Panel take this one).
+self.panelDictConverter = (entries) => {
+  for (const entry of entries) if (entry[1] === undefined) entry[1] = null;
+  return Object.fromEntries(entries);
+};
 // What this worker downloaded, for the service worker to keep on a first visit (loader.js keepForNextVisit).
 const fetched = () => performance.getEntriesByType("resource").map((e) => e.name);
 const postError = (what, detail) =>
@@ -75,7 +88,7 @@ self.fetch = async (input, init) => {
   const url = new URL(input instanceof Request ? input.url : String(input), root).href;
   let resp;
   try {
-    resp = await realFetch(input, init);
+    resp = embedded && url.startsWith(root) ? fromMemory(url) : await realFetch(input, init);
   } catch (e) {
     assetFailed(url, `network error (${e.message || e})`);
     throw e;
@@ -112,6 +125,12 @@ self.fetch = async (input, init) => {
   }
   return resp;
 };
+
+function fromMemory(url) {
+  const blob = embedded[url.slice(root.length).split("?")[0]];
+  if (!blob) return new Response(null, { status: 404, statusText: "not in the portable file" });
+  return new Response(blob, { headers: { "Content-Type": blob.type } });
+}
 
 // ------------------------------------------------------------------------------------------ stages
 function stage(name) {
@@ -158,6 +177,8 @@ async function loadPackages(names, label) {
   }
 }
 
+const PYODIDE_MODULE = "Pyodide's module (build/pyodide/pyodide.mjs)";
+
 // A module's import, started at once; the function returned awaits it (a failure: the SiteError naming it).
 function importing(url, what) {
   const module = import(url);
@@ -174,8 +195,26 @@ function importing(url, what) {
 // Pyodide's module starts loading as soon as this worker does, while the page is still busy with 'start'.
 // snapshot.js is imported beside it, not before this file runs (a static import would put its round trip
 // in front of Pyodide's).
-const importPyodide = importing(`${root}build/pyodide/pyodide.mjs`, "Pyodide's module (build/pyodide/pyodide.mjs)");
-const importSnapshot = importing("./snapshot.js", "Loader (snapshot.js)");
+// A worker made from a blob starts them once 'start' has said where the files are.
+let importPyodide = fromBlob ? null : importing(`${root}build/pyodide/pyodide.mjs`, PYODIDE_MODULE);
+let importSnapshot = fromBlob ? null : importing("./snapshot.js", "Loader (snapshot.js)");
+
+function importFromBlobWorker(msg) {
+  root = msg.root;
+  embedded = msg.files;
+  if (!embedded) {
+    importPyodide = importing(`${root}build/pyodide/pyodide.mjs`, PYODIDE_MODULE);
+    return;
+  }
+  // loadPyodide loads pyodide.asm.js itself only if it is not loaded yet; here it comes from memory.
+  const url = (path) => URL.createObjectURL(embedded[path]);
+  try {
+    importScripts(url("build/pyodide/pyodide.asm.js"));
+  } catch (e) {
+    throw new SiteError("Pyodide's runtime (build/pyodide/pyodide.asm.js)", String(e.message || e));
+  }
+  importPyodide = importing(url("build/pyodide/pyodide.mjs"), PYODIDE_MODULE);
+}
 
 async function startPyodide(loadPyodide, extra) {
   try {
@@ -252,6 +291,7 @@ function useManifest(m) {
 }
 
 async function start(msg) {
+  if (fromBlob) importFromBlobWorker(msg);
   const cacheName = useManifest(msg.manifest);
   const t0 = performance.now();
   const timings = {};
@@ -259,8 +299,8 @@ async function start(msg) {
 
   stage("runtime");
   if (msg.keep) keepIn = caches.open(cacheName);
-  const snapshot = await importSnapshot();
-  const reading = msg.snapshot === false ? null : snapshot.load(root, cacheName, manifest.build_id);
+  const snapshot = msg.snapshot === false ? null : await importSnapshot();
+  const reading = snapshot ? snapshot.load(root, cacheName, manifest.build_id) : null;
   reading?.catch(() => {}); // reported by restoreSnapshot()
   const { loadPyodide } = await importPyodide();
   bytes.runtime += manifest.files["build/pyodide/pyodide.mjs"].size;

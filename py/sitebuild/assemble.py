@@ -17,9 +17,10 @@ import shutil
 import zipfile
 from pathlib import Path
 
-from .common import CACHE, PY_DIR, SITE, BuildError, log, sha256_file
+from .common import CACHE, PY_DIR, SITE, BuildError, log, run, sha256_file
 from .fetch import cached_or_download, fetch_pyodide, minified_runtime_js, official_lock, pip_sdist_args, pip_wheel_args
 from .lock import canonical, read_lock
+from .node import NODE
 from .packages import (
     PROCESS_VERSION,
     WHEEL_OPTIMIZE,
@@ -37,8 +38,8 @@ from .slim import NOT_SHIPPED, SLIM_RULES, VENDORED_SLIM_RULES, slim_filter, unp
 from .zips import DEFLATE
 
 # Files in site/ that are hand-written (copied when building into another folder).
-SHELL_FILES = ("index.html", "embed.html", "loader.js", "worker.js", "snapshot.js", "prelude.py", "boot.py",
-               "style.css", "sw.js")
+SHELL_FILES = ("index.html", "embed.html", "loader.js", "worker.js", "snapshot.js", "portable.js", "prelude.py",
+               "boot.py", "style.css", "sw.js")
 # The pages of the site (both load loader.js; embed.html shows one view).
 PAGES = ("index.html", "embed.html")
 # The runtime default for packages that are not vendored (binary wasm wheels such as NumPy).
@@ -55,6 +56,10 @@ RUNTIME_FILES = ("pyodide.mjs", "pyodide.asm.js", "pyodide.asm.wasm")
 PANEL_DIST = re.compile(r"^panel/dist/(panel\.min\.js|css/.*|assets/.*\.svg|bundled/(theme|css)/.*)$")
 APP_WHEEL = ("slm_playground", "0.1.0")
 FACTS_FILE = "build/site-facts.js"
+# The portable edition (one HTML file, site/portable.js): written when every package is vendored; the hosted page
+# saves the same file under the same name.
+PORTABLE_NAME = "transformer-playground.html"
+PORTABLE_FILE = f"build/{PORTABLE_NAME}"
 
 
 def site_facts() -> dict:
@@ -67,6 +72,7 @@ def site_facts() -> dict:
         "cdn": PYODIDE_CDN_ORIGIN + "/pyodide/",
         "manifest": "build/manifest.json",
         "facts": FACTS_FILE,
+        "portable_name": PORTABLE_NAME,
     }
 
 
@@ -107,6 +113,11 @@ def build(site: Path = SITE, py_dir: Path = PY_DIR, pyodide_packages: Path | Non
                                    f"self.siteFacts = {json.dumps(facts, indent=1)};\n")
     manifest = write_manifest(site, lock, facts, main_js, packages, remote)
     check_csp(site, bool(remote))
+    if remote:
+        log(f"no portable file ({PORTABLE_FILE}): {', '.join(remote)} is not vendored (--pyodide-packages DIR)")
+    else:
+        run(["node", str(NODE / "portable.mjs"), str(site), str(site / PORTABLE_FILE)])
+        log(f"wrote {site / PORTABLE_FILE} ({(site / PORTABLE_FILE).stat().st_size / 1e6:.1f} MB)")
     total = sum(f["size"] for f in manifest["files"].values())
     log(f"wrote {out} ({total / 1e6:.1f} MB in {len(manifest['files'])} files; build {manifest['build_id']}; "
         f"{'NumPy from ' + pyodide_cdn(lock) if remote else 'all packages vendored'})")

@@ -21,6 +21,9 @@ class SiteHandler(http.server.SimpleHTTPRequestHandler):
     def end_headers(self) -> None:
         # Revalidate every time: the service worker is the cache; a rebuild must be seen at once.
         self.send_header("Cache-Control", "no-cache")
+        # Public files, readable from any origin: embed.html in an iframe sandboxed without allow-same-origin has
+        # an opaque origin, and reads worker.js, loader.js and Pyodide's module with CORS (as static hosts allow).
+        self.send_header("Access-Control-Allow-Origin", "*")
         super().end_headers()
 
     def copyfile(self, source, outputfile) -> None:  # noqa: ANN001 - signature of the base class
