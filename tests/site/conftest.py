@@ -64,8 +64,10 @@ class Visit:
     """One browser context with every request recorded; requests to other hosts are aborted (no internet in
     tests). A context manager: ``with Visit(browser, url) as visit: visit.open()`` closes the context after."""
 
-    def __init__(self, browser: object, url: str, service_workers: str = "allow") -> None:
+    def __init__(self, browser: object, url: str, service_workers: str = "allow",
+                 allowed: tuple[str, ...] = ("http://127.0.0.1:",)) -> None:
         self.base = url
+        self.allowed = allowed  # what may be requested: everything else is aborted and recorded
         self.context = browser.new_context(  # type: ignore[attr-defined]
             viewport={"width": 1280, "height": 1000}, service_workers=service_workers)
         self.page = self.context.new_page()
@@ -80,7 +82,7 @@ class Visit:
 
     def _route(self, route: object) -> None:
         url = route.request.url  # type: ignore[attr-defined]
-        if url.startswith("http://127.0.0.1:"):
+        if url.startswith(self.allowed):
             route.continue_()  # type: ignore[attr-defined]
         else:
             self.external.append(url)
