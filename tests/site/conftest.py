@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,8 @@ ARTIFACTS = ROOT / "artifacts" / "site"
 READY_TIMEOUT_MS = 180_000
 
 sys.path.insert(0, str(ROOT / "py"))
+from engines import Engines, engines_session  # noqa: E402
+
 from sitebuild.serve import serving  # noqa: E402
 
 
@@ -135,6 +138,13 @@ class Visit:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@pytest.fixture(scope="session")
+def engines(browser: object) -> Iterator[Engines]:
+    """Pages in Chromium, Firefox and WebKit through one interface (engines.py); each engine starts when first used."""
+    with engines_session(browser) as started:
+        yield started
 
 
 def serve(site: Path):  # noqa: ANN201 - a context manager yielding the base URL
