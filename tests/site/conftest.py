@@ -154,3 +154,14 @@ def serve(site: Path):  # noqa: ANN201 - a context manager yielding the base URL
 def pyodide_packages_dir() -> Path | None:
     value = os.environ.get("PYODIDE_PACKAGES")
     return Path(value) if value else None
+
+
+@pytest.fixture(scope="session")
+def vendored_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site built with PYODIDE_PACKAGES (a real wasm NumPy), for end-to-end tests."""
+    packages = pyodide_packages_dir()
+    if packages is None:
+        pytest.skip("set PYODIDE_PACKAGES=DIR (folder with the pyodide_2025_0 NumPy wheel) to run")
+    if not packages.is_dir():
+        pytest.fail(f"PYODIDE_PACKAGES={packages} is not a folder")
+    return built(tmp_path_factory.mktemp("vendored") / "site", "--pyodide-packages", str(packages))[0]
