@@ -100,6 +100,7 @@ def test_hosted_site_runs_streams_and_restores_its_snapshot(engines: Engines, en
         page.wait_js(f"({SOURCES_JS})('weight').length && ({SOURCES_JS})('prob').length", timeout_s=60)
         # NumPy's extension modules work after the restore: the same tokens and attention weights as before.
         assert generate(page, "the dogs")[1] == first
+        page.click(".bk-tab", "Generate")  # the reload kept the tab in the URL: Residual stream
         page.screenshot("e2e-06-from-snapshot-generated")
         assert show_tab(page, "Attention", "weight") == attention
         assert page.external == [], page.external
