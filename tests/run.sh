@@ -5,25 +5,26 @@ cd "$(dirname "$0")/.."
 
 python -m pip install --quiet --disable-pip-version-check -r requirements.txt
 
-# Browser tests drive Debian's Chromium (Playwright cannot download its own browser here).
-if [ ! -x /usr/bin/chromium ]; then
+# Debian packages: GNU patch (the build applies its upstream patches with it) and the three browser engines the
+# site's tests drive: Chromium, Firefox ESR, WebKitGTK (WebKitWebDriver with its MiniBrowser) on an Xvfb display.
+# Playwright cannot download browsers here; these are Debian's builds.
+missing=()
+[ -x /usr/bin/chromium ] || missing+=(chromium)
+command -v patch >/dev/null || missing+=(patch)
+[ -x /usr/bin/firefox-esr ] || missing+=(firefox-esr)
+[ -x /usr/bin/WebKitWebDriver ] || missing+=(webkit2gtk-driver)
+command -v Xvfb >/dev/null || missing+=(xvfb)
+if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
   else
-    echo "tests/run.sh: /usr/bin/chromium is missing; install Debian's chromium package (as root)" >&2
+    echo "tests/run.sh: missing Debian packages: ${missing[*]}; install them (as root)" >&2
     exit 1
   fi
 fi
 
-# The build applies its upstream patches with GNU patch (Debian's package `patch`).
-if ! command -v patch >/dev/null; then
-  if [ "$(id -u)" = 0 ]; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq patch >/dev/null
-  else
-    echo "tests/run.sh: GNU patch is missing; install Debian's patch package (as root)" >&2
-    exit 1
-  fi
-fi
+# puppeteer-core, which drives Firefox over WebDriver BiDi (tests/site/engines.py), pinned in package-lock.json.
+npm ci --no-fund --no-audit --loglevel=error
 
 python -m ruff check .
 # Every upstream patch still applies to the pinned sources (lists every mismatch, not only the first).

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,8 @@ ARTIFACTS = ROOT / "artifacts" / "site"
 READY_TIMEOUT_MS = 180_000
 
 sys.path.insert(0, str(ROOT / "py"))
+from engines import Engines, engines_session  # noqa: E402
+
 from sitebuild.serve import serving  # noqa: E402
 
 
@@ -139,6 +142,13 @@ class Visit:
         self.close()
 
 
+@pytest.fixture(scope="session")
+def engines(browser: object) -> Iterator[Engines]:
+    """Pages in Chromium, Firefox and WebKit through one interface (engines.py); each engine starts when first used."""
+    with engines_session(browser) as started:
+        yield started
+
+
 def serve(site: Path):  # noqa: ANN201 - a context manager yielding the base URL
     return serving(site)
 
@@ -146,3 +156,14 @@ def serve(site: Path):  # noqa: ANN201 - a context manager yielding the base URL
 def pyodide_packages_dir() -> Path | None:
     value = os.environ.get("PYODIDE_PACKAGES")
     return Path(value) if value else None
+
+
+@pytest.fixture(scope="session")
+def vendored_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site built with PYODIDE_PACKAGES (a real wasm NumPy), for end-to-end tests."""
+    packages = pyodide_packages_dir()
+    if packages is None:
+        pytest.skip("set PYODIDE_PACKAGES=DIR (folder with the pyodide_2025_0 NumPy wheel) to run")
+    if not packages.is_dir():
+        pytest.fail(f"PYODIDE_PACKAGES={packages} is not a folder")
+    return built(tmp_path_factory.mktemp("vendored") / "site", "--pyodide-packages", str(packages))[0]

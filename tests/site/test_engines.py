@@ -1,0 +1,91 @@
+"""The hosted site in Chromium, Firefox and WebKit (engines.py), as far as CI can take it without a wasm NumPy,
+and the harness itself on a file:// page. test_engines_e2e.py runs the rest with PYODIDE_PACKAGES.
+Screenshots: artifacts/site/<engine>-<name>.png.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from pathlib import Path
+
+import pytest
+from engines import ENGINES, Engines
+
+from conftest import serve
+
+# A page that holds what the site's pages hold: a CSP without 'unsafe-eval', an inline script allowed by its hash,
+# an input and a button inside a shadow root, a console error and a request to another host.
+HARNESS_SCRIPT = """
+const host = document.getElementById("host").attachShadow({ mode: "open" });
+host.innerHTML = '<input placeholder="word" value="old"> <button type="button">Send</button>';
+host.querySelector("button").addEventListener("click", (event) => {
+  document.body.dataset.clicked = `${host.querySelector("input").value}|${event.isTrusted}`;
+});
+try {
+  eval("1");
+  document.body.dataset.eval = "ran";
+} catch (e) {
+  document.body.dataset.eval = e.name;
+}
+console.error("harness console check");
+fetch("https://example.org/harness-check").then(
+  () => (document.body.dataset.fetch = "answered"), () => (document.body.dataset.fetch = "refused"));
+document.body.dataset.ready = "1";
+"""
+
+
+def harness_page(folder: Path) -> Path:
+    digest = base64.b64encode(hashlib.sha256(HARNESS_SCRIPT.encode()).digest()).decode()
+    csp = f"default-src 'none'; script-src 'sha256-{digest}'; style-src 'unsafe-inline'; connect-src https:"
+    page = folder / "harness check.html"  # a space: the file URL is percent-encoded as a double-click makes it
+    page.write_text(f"""<!doctype html>
+<html><head><meta charset="utf-8"><meta http-equiv="Content-Security-Policy" content="{csp}">
+<title>harness</title></head>
+<body><h1>A local file</h1><div id="host"></div><script>{HARNESS_SCRIPT}</script></body></html>
+""")
+    return page
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_harness_drives_a_file_url_under_a_strict_csp(engines: Engines, engine: str, tmp_path: Path) -> None:
+    """What the site tests rely on, in each engine: a file:// URL opens, functions run despite the page's CSP
+    (which still forbids eval to the page itself), elements in shadow roots take real clicks and key presses,
+    requests to other hosts are refused and recorded, the console is read where the engine allows it."""
+    url = harness_page(tmp_path).as_uri()
+    assert "%20" in url
+    with engines.page(engine, local=False) as page:
+        page.open(url)
+        assert page.evaluate("document.title") == "harness"
+        assert page.evaluate("(a, b) => a + b", 2, 3) == 5
+        assert page.evaluate("async () => location.protocol") == "file:"
+        assert page.evaluate("document.body.dataset.eval") == "EvalError"  # the CSP holds for the page's own code
+        page.fill("input[placeholder='word']", "new words")
+        page.click("button", "Send")
+        assert page.wait_js("document.body.dataset.clicked", timeout_s=10) == "new words|true"
+        assert page.wait_js("document.body.dataset.fetch", timeout_s=30) == "refused"
+        assert page.external and all("example.org" in u for u in page.external), page.external
+        assert page.count("input") == 1 and page.text("h1") == "A local file"
+        if page.console is not None:
+            assert [c for c in page.errors() if "harness console check" in c], page.console
+        shot = page.screenshot("harness-file-url")
+        assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_cdn_build_offline_ends_on_the_numpy_panel(engines: Engines, engine: str, cdn_site: Path) -> None:
+    """Every request off 127.0.0.1 refused (as in CI): the page boots Pyodide, installs every vendored wheel,
+    then stops on the error panel naming NumPy, with a Retry button."""
+    with serve(cdn_site) as url, engines.page(engine) as page:
+        page.open(url + "index.html")
+        page.screenshot("ci-cdn-offline-error")
+        assert page.evaluate("document.body.dataset.error") == "1", (page.text("#error"), page.console)
+        assert page.evaluate("document.body.dataset.ready") is None
+        assert "NumPy" in page.text("#error-what")
+        assert "numpy-2.2.5" in page.text("#error-detail")
+        assert page.evaluate("() => document.getElementById('retry').getClientRects().length > 0")
+        # Only NumPy was asked of another host (HTTPS through the refusing proxy shows as host:port).
+        assert page.external, "NumPy should have been requested from the CDN (and refused)"
+        assert all(u.startswith(("https://cdn.jsdelivr.net/pyodide/v0.29.3/full/numpy-", "cdn.jsdelivr.net:443"))
+                   for u in page.external), page.external
+        assert not [c for c in page.errors() if "Content Security Policy" in c or "pageerror" in c], page.console

@@ -1,0 +1,107 @@
+"""End to end in Chromium, Firefox and WebKit (engines.py) with a real wasm NumPy: set PYODIDE_PACKAGES=DIR.
+Without it these tests are skipped (the vendored_site fixture prints why) (CI has no such folder).
+Screenshots: artifacts/site/<engine>-e2e-*.png.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from engines import ENGINES, FIND_JS, Engines, Page
+from test_site_e2e import RECORD_TOKENS_JS, SOURCES_JS, VALUES_JS
+
+from conftest import serve
+
+PROMPT = "input[placeholder='the cat chased the dog']"
+# Engines in which the painted token stream is not checked, and why (measured on this project's 2-core machine,
+# counts of tokens shown per animation frame and, in a 5 ms poll, in the DOM): Firefox ESR 153 applies the
+# streamed patches in bursts (DOM 0-1-2-3-6-10-12 within 350 ms, painted 0-2-12; once 0-1-12); WebKitGTK 2.50
+# shows all tokens in one step (DOM and paint 0-12, once 0-11-12). Chromium paints one token a frame.
+STREAM_NOT_CHECKED = {
+    "firefox": "Firefox ESR applies the streamed tokens in bursts: two painted steps or fewer",
+    "webkit": "WebKitGTK shows the streamed tokens in one or two steps",
+}
+
+
+def generate(page: Page, prompt: str) -> tuple[list[list[int]], list[str]]:
+    """Type a prompt and press Generate; the painted token counts ([ms since the click, tokens shown], once per
+    animation frame, recorded in the page) and the generated tokens' text."""
+    page.fill(PROMPT, prompt)
+    page.evaluate(RECORD_TOKENS_JS)
+    page.click("button", "Generate")
+    page.wait_js("window.tokenFrames.done", timeout_s=60)
+    frames = page.evaluate("window.tokenFrames.frames")
+    tokens = page.evaluate("""() => {
+      const out = [];
+      const walk = (root) => {
+        for (const el of root.querySelectorAll("*")) {
+          if (el.classList.contains("pg-tok")) out.push(el.textContent);
+          if (el.shadowRoot) walk(el.shadowRoot);
+        }
+      };
+      walk(document);
+      return out;
+    }""")
+    return frames, tokens
+
+
+def show_tab(page: Page, tab: str, column: str) -> list[str]:
+    """Open a tab and wait until a data source of its views has a non-empty `column`; every such column's values."""
+    page.click(".bk-tab", tab)
+    page.wait_js(f"({SOURCES_JS})('{column}').some((n) => n > 0)", timeout_s=30)
+    return page.evaluate(VALUES_JS, column)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_hosted_site_runs_streams_and_restores_its_snapshot(engines: Engines, engine: str,
+                                                           vendored_site: Path) -> None:
+    """Ready with the prompt from the query string; Generate streams tokens; the attention and residual views have
+    data; the memory snapshot is saved, and the reload starts from it and generates the same tokens."""
+    with serve(vendored_site) as url, engines.page(engine) as page:
+        page.open(url + "index.html?prompt=the%20cat")
+        page.screenshot("e2e-01-ready")
+        assert page.evaluate("document.body.dataset.ready") == "1", (page.text("#error"), page.console)
+        timings = page.evaluate("window.siteInfo.timings")
+        print(f"[{engine}] cold start: ready at {timings['ready']:.0f} ms after navigation ({json.dumps(timings)})")
+        assert page.evaluate("window.siteInfo.snapshot") == "none"
+        assert page.evaluate(f"(s) => ({FIND_JS})(s).value", PROMPT) == "the cat"
+        # The first visit leaves a memory snapshot for the next one.
+        page.wait_js("['saved', 'failed'].includes(document.body.dataset.snapshot)", timeout_s=120)
+        assert page.evaluate("document.body.dataset.snapshot") == "saved", page.console
+        # The hidden tabs' views have arrived, as they have by the time a learner clicks.
+        page.wait_js(f"({SOURCES_JS})('weight').length && ({SOURCES_JS})('prob').length", timeout_s=60)
+
+        frames, first = generate(page, "the dogs")
+        page.screenshot("e2e-02-generated")
+        final = frames[-1][1]
+        assert final > 1 and len(first) == final, (frames, first)
+        partial = [n for _, n in frames if 0 < n < final]
+        print(f"[{engine}] tokens shown per painted frame after the click: {frames}")
+        if engine not in STREAM_NOT_CHECKED:
+            assert len(partial) >= 3, f"tokens did not stream (counts painted: {frames})"
+
+        attention = show_tab(page, "Attention", "weight")
+        assert any(max((w for w in json.loads(weights) if w is not None), default=0) > 0 for weights in attention)
+        page.screenshot("e2e-03-attention")
+        residual = show_tab(page, "Residual stream", "value")
+        assert any(json.loads(values) for values in residual), residual
+        page.screenshot("e2e-04-residual")
+        assert page.count("canvas") > 0
+
+        page.reload()
+        page.wait_ready()
+        page.screenshot("e2e-05-from-snapshot")
+        assert page.evaluate("document.body.dataset.ready") == "1", (page.text("#error"), page.console)
+        assert page.evaluate("document.body.dataset.snapshot") == "restored", page.console
+        timings = page.evaluate("window.siteInfo.timings")
+        print(f"[{engine}] from the snapshot: ready at {timings['ready']:.0f} ms after navigation")
+        page.wait_js(f"({SOURCES_JS})('weight').length && ({SOURCES_JS})('prob').length", timeout_s=60)
+        # NumPy's extension modules work after the restore: the same tokens and attention weights as before.
+        assert generate(page, "the dogs")[1] == first
+        page.click(".bk-tab", "Generate")  # the reload kept the tab in the URL: Residual stream
+        page.screenshot("e2e-06-from-snapshot-generated")
+        assert show_tab(page, "Attention", "weight") == attention
+        assert page.external == [], page.external
+        assert not page.errors(), page.console
