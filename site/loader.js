@@ -19,6 +19,9 @@ const portable = portableIndex();
 const opaque = self.origin === "null";
 const useSnapshot = !opaque && query.get("snapshot") !== "0" && "caches" in self;
 const serviceWorkers = !opaque && "serviceWorker" in navigator;
+// WebKit (Safari's engine) does not start Python from the portable file: in WebKitGTK 2.50 loadPyodide never
+// settles there (the files are all read; docs/site.md). The page says so instead of waiting.
+const webkit = /AppleWebKit/.test(navigator.userAgent) && !/Chrome|Chromium|Edg\//.test(navigator.userAgent);
 const info = (window.siteInfo = { timings: {}, loadedPackages: [], heapBytes: null });
 const timings = info.timings;
 const state = { stage: null, bytes: {}, total: {}, mainJsBytes: 0, failed: false };
@@ -257,7 +260,14 @@ function spawnWorker() {
 }
 
 async function workerSource() {
-  if (portable) return embeddedFile("worker.js");
+  // The portable file's worker script carries Pyodide's runtime script and its classic loader in front of
+  // worker.js: engines differ in which blob: URLs a worker may load scripts from (Chromium only its own, WebKit
+  // only its page's), so it loads none.
+  if (portable) {
+    const parts = ["build/pyodide/pyodide.asm.js", "build/pyodide/pyodide.js", "worker.js"];
+    const [runtime, loader, worker] = await Promise.all(parts.map(embeddedFile));
+    return new Blob([runtime, "\n;\n", loader, "\n;\n", worker], { type: "text/javascript" });
+  }
   try {
     const resp = await fetch("worker.js");
     if (!resp.ok) throw new Error(`HTTP ${resp.status}`);
@@ -279,8 +289,8 @@ async function startWorker(manifest, mainJs) {
   // BokehJS as the views need them, are not counted).
   for (const [path, f] of Object.entries(manifest.files)) {
     const vendor = path.startsWith("build/vendor/");
-    const unread = path === manifest.site.manifest || path === manifest.site.facts; // fetched already / by sw.js
-    if (path.startsWith("build/") && !unread && (!vendor || manifest.main_js.includes(path))) {
+    const loaded = !manifest.site.not_loaded.includes(path);
+    if (path.startsWith("build/") && loaded && (!vendor || manifest.main_js.includes(path))) {
       totals[f.stage] += f.size;
     }
   }
@@ -470,6 +480,11 @@ async function main() {
   $("#retry").addEventListener("click", () => location.reload());
   tick();
   watchdog();
+  if (portable && webkit) {
+    fail("This browser cannot run the offline file yet",
+      "Safari and other WebKit browsers do not start Python from this file yet. Open it in Chrome, Edge or Firefox, or use the playground's web page.");
+    return;
+  }
   try {
     worker = await spawnWorker();
     const manifest = await fetchManifest();

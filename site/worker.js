@@ -86,9 +86,10 @@ let keepIn = null; // Promise<Cache> while doing so
 const realFetch = self.fetch.bind(self);
 self.fetch = async (input, init) => {
   const url = new URL(input instanceof Request ? input.url : String(input), root).href;
+  if (embedded && url.startsWith(root)) return fromMemory(url);
   let resp;
   try {
-    resp = embedded && url.startsWith(root) ? fromMemory(url) : await realFetch(input, init);
+    resp = await realFetch(input, init);
   } catch (e) {
     assetFailed(url, `network error (${e.message || e})`);
     throw e;
@@ -126,10 +127,17 @@ self.fetch = async (input, init) => {
   return resp;
 };
 
-function fromMemory(url) {
+// The portable file: a file from the Blobs the page sent, counted whole (reading a copy of its stream, as for a
+// download, stalls WebKit's streaming wasm compile).
+async function fromMemory(url) {
   const blob = embedded[url.slice(root.length).split("?")[0]];
-  if (!blob) return new Response(null, { status: 404, statusText: "not in the portable file" });
-  return new Response(blob, { headers: { "Content-Type": blob.type } });
+  if (!blob) {
+    assetFailed(url, "not in the portable file");
+    return new Response(null, { status: 404, statusText: "not in the portable file" });
+  }
+  bytes[stageOf(url)] += blob.size;
+  reportProgress();
+  return new Response(await blob.arrayBuffer(), { headers: { "Content-Type": blob.type } });
 }
 
 // ------------------------------------------------------------------------------------------ stages
@@ -202,18 +210,11 @@ let importSnapshot = fromBlob ? null : importing("./snapshot.js", "Loader (snaps
 function importFromBlobWorker(msg) {
   root = msg.root;
   embedded = msg.files;
-  if (!embedded) {
-    importPyodide = importing(`${root}build/pyodide/pyodide.mjs`, PYODIDE_MODULE);
-    return;
-  }
-  // loadPyodide loads pyodide.asm.js itself only if it is not loaded yet; here it comes from memory.
-  const url = (path) => URL.createObjectURL(embedded[path]);
-  try {
-    importScripts(url("build/pyodide/pyodide.asm.js"));
-  } catch (e) {
-    throw new SiteError("Pyodide's runtime (build/pyodide/pyodide.asm.js)", String(e.message || e));
-  }
-  importPyodide = importing(url("build/pyodide/pyodide.mjs"), PYODIDE_MODULE);
+  // In the portable file, the page put pyodide.asm.js and pyodide.js (which sets self.loadPyodide) in front of this
+  // file in the worker's script (loader.js workerSource): loadPyodide does not load pyodide.asm.js again.
+  importPyodide = embedded
+    ? async () => ({ loadPyodide: self.loadPyodide })
+    : importing(`${root}build/pyodide/pyodide.mjs`, PYODIDE_MODULE);
 }
 
 async function startPyodide(loadPyodide, extra) {

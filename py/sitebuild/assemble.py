@@ -49,8 +49,9 @@ PYODIDE_CDN = PYODIDE_CDN_ORIGIN + "/pyodide/v{version}/full/"
 PANEL_CDN_ROOT = "./build/vendor/"
 # BokehJS bundles the main thread loads, in order (panel.min.js last: it extends the Bokeh global).
 BOKEH_JS = ("bokeh.min.js", "bokeh-widgets.min.js", "bokeh-tables.min.js")
-# Pyodide runtime files the browser needs (the rest of the npm package is docs, types and Node glue).
-RUNTIME_FILES = ("pyodide.mjs", "pyodide.asm.js", "pyodide.asm.wasm")
+# Pyodide runtime files the browser needs (the rest of the npm package is docs, types and Node glue). pyodide.js,
+# the classic-script form of pyodide.mjs, is for the portable file's worker only (see site/portable.js).
+RUNTIME_FILES = ("pyodide.mjs", "pyodide.js", "pyodide.asm.js", "pyodide.asm.wasm")
 # Panel's stylesheets: layout/widget CSS, design themes, spinner images; not the 90 MB of bundled 3rd-party
 # libraries (tabulator, vtk, deck.gl, ...) this app does not use.
 PANEL_DIST = re.compile(r"^panel/dist/(panel\.min\.js|css/.*|assets/.*\.svg|bundled/(theme|css)/.*)$")
@@ -73,6 +74,8 @@ def site_facts() -> dict:
         "manifest": "build/manifest.json",
         "facts": FACTS_FILE,
         "portable_name": PORTABLE_NAME,
+        # Files of the manifest that a visit of the hosted site does not load (the progress bar leaves them out).
+        "not_loaded": ["build/manifest.json", FACTS_FILE, "build/pyodide/pyodide.js"],
     }
 
 

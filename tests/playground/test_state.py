@@ -328,6 +328,7 @@ def test_the_site_builds_hidden_views_when_it_says_so():
     """create_app(build_hidden_on_load=False) is what the static site calls: the hidden views wait for
     start_building_hidden(), which builds them in the background and then reports no pending work."""
     import asyncio
+    from concurrent.futures import ThreadPoolExecutor
 
     from playground.app import create_app
 
@@ -339,4 +340,6 @@ def test_the_site_builds_hidden_views_when_it_says_so():
             await asyncio.sleep(0.01)
         assert all(view.objects for view in playground.tabs)
 
-    asyncio.run(run())
+    # In a thread of its own: the browser tests' Playwright keeps an event loop running in this one.
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, run()).result()
