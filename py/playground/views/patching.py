@@ -67,10 +67,10 @@ class PatchingView:
                     "a layer at one position, or one head's output — and shows how far that moves the metric "
                     "towards the other run's value (1 = all the way, 0 = not at all). Click a cell to see the "
                     "patched run."),
-            pn.Row(self.position, self.token, self.good, self.bad),
-            pn.Row(self.direction, self.example),
+            pn.FlexBox(self.position, self.token, self.good, self.bad),
+            pn.FlexBox(self.direction, self.example),
             self.summary,
-            pn.Row(pn.pane.Bokeh(self.resid_fig, margin=(0, 10)), pn.pane.Bokeh(self.head_fig, margin=(0, 10))),
+            pn.FlexBox(pn.pane.Bokeh(self.resid_fig, margin=(0, 10)), pn.pane.Bokeh(self.head_fig, margin=(0, 10))),
             self.detail, self.show_button,
             name="Patching", sizing_mode="stretch_width",
         )
@@ -123,14 +123,14 @@ class PatchingView:
             fig.x_range.update(start=-0.5, end=width - 0.5)
             fig.y_range.update(start=cfg.n_layers - 0.5, end=-0.5)
             label_axis(fig.yaxis[0], [f"L{i}" for i in range(cfg.n_layers)])
-            fig.height = 90 + 34 * cfg.n_layers
+            fig.height = max(170, 90 + 34 * cfg.n_layers)
         label_axis(self.resid_fig.xaxis[0], labels)
         self.resid_fig.xaxis[0].major_label_orientation = "vertical" if n > 10 else 0.8
         label_axis(self.head_fig.xaxis[0], [f"H{j}" for j in range(cfg.n_heads)])
         self.resid_fig.width = max(260, min(760, 60 + 26 * n))
         self.head_fig.width = max(220, 110 + 34 * cfg.n_heads)
-        self.resid_fig.title.text = "Residual stream entering each layer, by position"
-        self.head_fig.title.text = "Each head's output (all positions)"
+        self.resid_fig.title.text = "Residual entering each layer"
+        self.head_fig.title.text = "Each head's output"
         self._show_detail()
 
     def _on_tap(self, kind: str, event: object) -> None:
