@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from . import layers
 from .model import Hooks, Model, Trace
 
 ABLATIONS = ("zero", "mean")
@@ -165,8 +166,31 @@ def activation_patching(model: Model, target: Any, source: Any, position: int, g
              if not np.array_equal(t_in[layer][p], s_in[layer][p])]
     sites += [Site("head", layer, h) for layer in range(n_layers) for h in range(n_heads)
               if not np.array_equal(target_trace.layers[layer].head_out[h], source_trace.layers[layer].head_out[h])]
-    if sites:
-        values = logit_diff(run_patched(model, target, source_trace, sites), position, good, bad)
-        for site, value in zip(sites, np.atleast_1d(values), strict=True):
-            (residual if site.kind == "resid" else heads)[site.layer, site.index] = value
+    for layer in range(n_layers):
+        chosen = [s for s in sites if s.layer == layer]
+        if chosen:
+            values = _patched_logit_diffs(model, t_in[layer], layer, patch_hooks(source_trace, chosen), len(chosen),
+                                          position, good, bad)
+            for site, value in zip(chosen, values, strict=True):
+                (residual if site.kind == "resid" else heads)[site.layer, site.index] = value
     return Patching(residual, heads, base, logit_diff(source_trace, position, good, bad))
+
+
+def _patched_logit_diffs(model: Model, rows: np.ndarray, layer: int, hooks: Hooks, batch: int, position: int,
+                         good: int, bad: int) -> np.ndarray:
+    """The metric for a batch of patches of one layer, computed from that layer on: the blocks before it see
+    nothing patched, so the batch starts from the target run's rows entering block `layer` (what `run_patched`
+    computes, without re-running the earlier blocks, the probabilities, or the unembedding of other rows)."""
+    cfg, n_pos = model.cfg, rows.shape[0]
+    positions = np.arange(n_pos)
+    mask = layers.causal_mask(n_pos, n_pos) if cfg.causal else np.ones((n_pos, n_pos), bool)
+    hook = hooks.get(f"blocks.{layer}.x")
+    x = np.broadcast_to(rows, (batch, *rows.shape))
+    x = hook(x) if hook is not None else x
+    for i in range(layer, cfg.n_layers):
+        x = model._block(i, x, positions, mask, None, hooks).y
+    final = x[:, position]
+    if cfg.norm_placement == "pre":
+        final = model.norm("norm_f", final)
+    logits = final @ model.unembedding()[:, [good, bad]]
+    return logits[:, 0] - logits[:, 1]
