@@ -187,10 +187,38 @@ def _patched_logit_diffs(model: Model, rows: np.ndarray, layer: int, hooks: Hook
     hook = hooks.get(f"blocks.{layer}.x")
     x = np.broadcast_to(rows, (batch, *rows.shape))
     x = hook(x) if hook is not None else x
-    for i in range(layer, cfg.n_layers):
+    for i in range(layer, cfg.n_layers - 1):
         x = model._block(i, x, positions, mask, None, hooks).y
-    final = x[:, position]
+    final = _last_block_row(model, x, position % n_pos, hooks.get(f"blocks.{cfg.n_layers - 1}.head_out"))
     if cfg.norm_placement == "pre":
         final = model.norm("norm_f", final)
     logits = final @ model.unembedding()[:, [good, bad]]
     return logits[:, 0] - logits[:, 1]
+
+
+def _last_block_row(model: Model, x: np.ndarray, row: int, head_hook=None) -> np.ndarray:
+    """The last block's output (B, d) at one row, from the rows entering it (B, T, d): keys and values of every
+    row it may read, but the query, attention output and feed-forward of that row only — the same arithmetic as
+    Model._block restricted to one query row. `head_hook` (a "blocks.{i}.head_out" hook) sees that row's head
+    outputs repeated at every position and only the row is read back."""
+    cfg, i = model.cfg, model.cfg.n_layers - 1
+    a, pre = f"blocks.{i}.attn", cfg.norm_placement == "pre"
+    n_keys = row + 1 if cfg.causal else x.shape[-2]
+    attn_in = model.norm(f"blocks.{i}.norm1", x[:, :n_keys]) if pre else x[:, :n_keys]
+    q = layers.split_heads(model._linear(attn_in[:, row:row + 1], a, "q"), cfg.n_heads)
+    k = layers.split_heads(model._linear(attn_in, a, "k"), cfg.n_kv_heads)
+    v = layers.split_heads(model._linear(attn_in, a, "v"), cfg.n_kv_heads)
+    if cfg.positions == "rope":
+        q = layers.rope(q, np.array([row]), cfg.rope_base, cfg.rope_scale)
+        k = layers.rope(k, np.arange(n_keys), cfg.rope_base, cfg.rope_scale)
+    w_o = model.params[f"{a}.w_o"].reshape(cfg.n_model, cfg.n_heads, cfg.head_size).transpose(1, 2, 0)
+    head_out = layers.attention(q, k, v).out @ w_o  # (B, H, 1, d)
+    if head_hook is not None:
+        full = np.broadcast_to(head_out, (*head_out.shape[:2], x.shape[-2], head_out.shape[-1]))
+        head_out = np.asarray(head_hook(full))[:, :, row:row + 1]
+    attn_out = head_out.sum(axis=-3)[:, 0]
+    if cfg.bias:
+        attn_out = attn_out + model.params[f"{a}.b_o"]
+    h = x[:, row] + attn_out if pre else model.norm(f"blocks.{i}.norm1", x[:, row] + attn_out)
+    ffn = model._feed_forward(i, model.norm(f"blocks.{i}.norm2", h) if pre else h)
+    return h + ffn.out if pre else model.norm(f"blocks.{i}.norm2", h + ffn.out)
