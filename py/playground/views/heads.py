@@ -37,7 +37,7 @@ class HeadsView:
         self.prompt_fig = self._figure(self.prompt_source, "On this prompt", "heads-prompt")
         self.probe_fig = self._figure(self.probe_source, "On the probe set", "heads-probes")
         self.table = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width")
-        self.buttons = pn.FlexBox(margin=(0, 10))
+        self.buttons = pn.Row(margin=(0, 10))
         self.shape: tuple[int, int] | None = None
         self.model_seen: object = None
         pn.bind(self.update, state.param.trace, watch=True)
@@ -53,7 +53,7 @@ class HeadsView:
                     "the prompt above, and averaged over held-out probe prompts. Grey: the prompt has no instance "
                     "of the role. Click a cell to select that head in the Attention view."),
             self.table, self.buttons,
-            pn.FlexBox(pn.pane.Bokeh(self.prompt_fig, margin=(0, 10)), pn.pane.Bokeh(self.probe_fig, margin=(0, 10))),
+            pn.Row(pn.pane.Bokeh(self.prompt_fig, margin=(0, 10)), pn.pane.Bokeh(self.probe_fig, margin=(0, 10))),
             pn.pane.HTML(f"<div class='pg-calm'>{WALK}</div>", margin=(0, 10), sizing_mode="stretch_width"),
             name="Heads", sizing_mode="stretch_width",
         )

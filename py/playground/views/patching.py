@@ -67,10 +67,10 @@ class PatchingView:
                     "a layer at one position, or one head's output — and shows how far that moves the metric "
                     "towards the other run's value (1 = all the way, 0 = not at all). Click a cell to see the "
                     "patched run."),
-            pn.FlexBox(self.position, self.token, self.good, self.bad),
-            pn.FlexBox(self.direction, self.example),
+            pn.Row(self.position, self.token, self.good, self.bad),
+            pn.Row(self.direction, self.example),
             self.summary,
-            pn.FlexBox(pn.pane.Bokeh(self.resid_fig, margin=(0, 10)), pn.pane.Bokeh(self.head_fig, margin=(0, 10))),
+            pn.Row(pn.pane.Bokeh(self.resid_fig, margin=(0, 10)), pn.pane.Bokeh(self.head_fig, margin=(0, 10))),
             self.detail, self.show_button,
             name="Patching", sizing_mode="stretch_width",
         )
