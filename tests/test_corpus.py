@@ -273,6 +273,11 @@ GRAMMATICAL = [
     "one girl feeds two cows .",
     "the cups fell .",
     "<start> the cat was hungry . the dogs ran . <start> the men are happy .",
+    "the dog ( near the barn [ the old hat ] ) was hungry .",  # asides, nested to depth 2
+    "the dogs [ some cats ] were hungry .",
+    "the dog ( the cat [ in the barn ] near the hill ) slept .",
+    "cat dog ran cat dog ran .",  # a list: a run of distinct words, then the same run again
+    "<start> hungry cups under broke were it hungry cups under broke were it . the cat slept .",
 ]
 
 UNGRAMMATICAL = [
@@ -314,6 +319,14 @@ UNGRAMMATICAL = [
     "the cat <start> was hungry .",
     "the cat was hungry . <pad>",
     "",
+    "the dog ( near the barn ] was hungry .",  # a closing bracket must match its opening one
+    "the dog ( near the barn [ the hat ( the cup ) ] ) was hungry .",  # depth 3
+    "the dog ( near the barn was hungry .",
+    "the dogs ( the cat ) was hungry .",  # the verb agrees with the subject across the aside
+    "cat cat ran cat cat ran .",  # the run's words are distinct
+    "cat ran cat ran .",  # at least three words
+    "cat dog ran cat ran dog .",
+    "the cat ran the cat ran .",  # no determiner in a list: the first word tells a list from a sentence
 ]
 
 
@@ -389,3 +402,51 @@ def test_dropping_a_word_breaks_a_pronoun_sentence(seed: int, data: st.DataObjec
             sent.tokens[i] in corpus.GENERAL_ADJECTIVES:  # attributive adjectives are optional
         return
     assert not corpus.parses(sent.tokens[:i] + sent.tokens[i + 1:])
+
+
+# --- brackets, lists and repeats ------------------------------------------------------------------
+
+
+def test_bracket_decisions_point_at_their_opening_bracket(train: list[corpus.Sentence]) -> None:
+    asides = [s for s in train if s.template == "aside"]
+    assert len(asides) > 100
+    depth2 = 0
+    for s in asides:
+        brackets = [d for d in s.decisions if d.kind == "bracket"]
+        assert brackets and {s.tokens[d.index] for d in brackets} <= set(corpus.BRACKETS.values())
+        for d in brackets:
+            assert corpus.BRACKETS[s.tokens[d.cue_index]] == d.correct
+            between = s.tokens[d.cue_index + 1:d.index]
+            opens = sum(t in corpus.BRACKETS for t in between)
+            assert opens == sum(t in corpus.BRACKETS.values() for t in between)  # the brackets inside are closed
+            depth2 += opens > 0
+        assert s.tokens[0] in ("the", "this", "one", "these", "some", "two", "many")
+    assert depth2 > 30
+
+
+def test_documents_hold_lists_and_repeats() -> None:
+    docs = corpus.documents("train", 300, seed=3)
+    items = []
+    for doc in docs:
+        assert corpus.parses(doc)
+        sentences, fragment = corpus.split_sentences(doc)
+        assert not fragment
+        items.append(sentences)
+    lists = [s for doc in items for s in doc if s[0] not in ("the", "this", "one", "these", "some", "two", "many")]
+    assert 0.1 < len(lists) / sum(map(len, items)) < 0.3
+    for s in lists:
+        k = (len(s) - 1) // 2
+        assert s[:k] == s[k:2 * k] and len(set(s[:k])) == k and corpus.LIST_LENGTHS[0] <= k <= corpus.LIST_LENGTHS[1]
+    repeats = sum(len(doc) - len({tuple(s) for s in doc}) for doc in items)
+    assert repeats > 30
+    plain = corpus.documents("train", 50, seed=3, list_fraction=0, repeat_fraction=0)
+    assert all(s[0] == "the" or s[0] in ("this", "one", "these", "some", "two", "many")
+               for doc in plain for s in corpus.split_sentences(doc)[0])
+
+
+def test_a_list_prefix_is_valid_only_while_it_copies() -> None:
+    assert corpus.is_valid_prefix(toks("cat dog ran"))
+    assert corpus.is_valid_prefix(toks("cat dog ran cat dog"))
+    assert not corpus.is_valid_prefix(toks("cat dog ran cat dog ran cat"))  # after the copy comes "."
+    assert corpus.is_valid_prefix(toks("cat dog ran hungry cat dog"))  # R may be 4 words: still copying
+    assert not corpus.is_valid_prefix(toks("cat dog ran cat ran"))

@@ -16,8 +16,10 @@ from playground.state import VIEWS, PlaygroundState, sync_url
 from playground.views.attention import AttentionView
 from playground.views.common import STYLES, caption
 from playground.views.generate import GenerateView
+from playground.views.heads import HeadsView
 from playground.views.lesson import LessonView
 from playground.views.next_token import NextTokenView
+from playground.views.patching import PatchingView
 from playground.views.residual import ResidualView
 from playground.views.tokens import TokenStrip
 
@@ -27,7 +29,7 @@ pn.extension(raw_css=[STYLES], notifications=False)
 VIEW_CLASSES: dict[str, tuple[type, str]] = {
     "generate": (GenerateView, "Generate"), "attention": (AttentionView, "Attention"),
     "residual": (ResidualView, "Residual stream"), "next": (NextTokenView, "Next token"),
-    "lesson": (LessonView, "Lesson"),
+    "lesson": (LessonView, "Lesson"), "heads": (HeadsView, "Heads"), "patching": (PatchingView, "Patching"),
 }
 
 INTRO = ("A small transformer language model, running in your browser. Type a prompt: the model reads it as tokens "
@@ -167,14 +169,15 @@ class Playground:
 def create_app(*, build_hidden_on_load: bool = True) -> Playground:
     """One session's playground (`panel serve` and the static site both call this); `.root` is what to show.
 
-    The views of the hidden tabs are built after the first render: on the document's load event by default (what
-    `panel serve` needs), or, with ``build_hidden_on_load=False``, when the host calls
-    ``start_building_hidden()`` (the static site, after 'ready', one view at a time)."""
+    The views of the hidden tabs are built after the first render, one at a time (``start_building_hidden()``, so
+    that a learner's first click waits for one view at most): on the document's load event by default (what
+    `panel serve` needs), or, with ``build_hidden_on_load=False``, when the host calls it (the static site, after
+    'ready')."""
     state = PlaygroundState()
     sync_url(state)  # the URL's values (view=, embed=, prompt=...) first: then only the view they show is built
     playground = Playground(state)
     if build_hidden_on_load and pn.state.curdoc is not None:
-        pn.state.onload(playground.build_hidden)
+        pn.state.onload(playground.start_building_hidden)
     return playground
 
 

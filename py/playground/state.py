@@ -17,10 +17,10 @@ import param
 
 import slm
 
-from . import analysis
+from . import analysis, circuits
 from .models import END, LESSON_CHOICES, PromptTokens, default_model_name, encode_prompt, load_model
 
-VIEWS = ("generate", "attention", "residual", "next", "lesson")
+VIEWS = ("generate", "attention", "residual", "next", "lesson", "heads", "patching")
 DEFAULT_PROMPTS = {"shipped": "the cat chased the dogs because they were", "lesson": "the cat was tired"}
 # What the referent head's hint offers when the prompt has no pronoun in it.
 REFERENT_EXAMPLE = "the cat chased the dogs because they were"
@@ -38,6 +38,14 @@ URL_PARAMS = {
     "positions": "positions", "causal": "causal", "n_heads": "heads", "n_kv_heads": "kv_heads",
     "activation": "activation",
     "ablate": "ablate", "compare": "compare", "compare_position": "compare_pos", "compare_token": "compare_token",
+    "patch_position": "patch_pos", "patch_token": "patch_token", "good_token": "good", "bad_token": "bad",
+    "patch_from": "patch_from",
+}
+# The Patching view's example per model: the prompt, the one-token change, the two tokens of the metric.
+PATCH_EXAMPLES = {
+    "shipped": dict(prompt="the cat near the dogs", patch_position=2, patch_token="cats", good_token="was",
+                    bad_token="were"),
+    "lesson": dict(prompt="the cat was", patch_position=2, patch_token="dog", good_token="tired", bad_token="lay"),
 }
 
 
@@ -68,6 +76,13 @@ class PlaygroundState(param.Parameterized):
     compare = param.Boolean(default=False, doc="Lesson: compare with a prompt that has one token changed")
     compare_position = param.Integer(default=1, bounds=(1, None), doc="The position whose token is changed")
     compare_token = param.String(default="dog", doc="The token put there instead")
+    # activation patching: the prompt is the clean run; the corrupted one has patch_token at patch_position
+    patch_position = param.Integer(default=2, bounds=(1, None), doc="Patching: the position whose token changes")
+    patch_token = param.String(default="cats", doc="Patching: the token the corrupted prompt has there")
+    good_token = param.String(default="was", doc="Patching metric: logit(good) - logit(bad) at the last position")
+    bad_token = param.String(default="were")
+    patch_from = param.Selector(default="clean", objects=["clean", "corrupted"],
+                                doc="clean: clean activations into the corrupted run (recovery); or the other way")
 
     # ---- derived: written only by this class ----
     model = param.Parameter(doc="The slm.Model being shown")
@@ -75,6 +90,7 @@ class PlaygroundState(param.Parameterized):
     tokens = param.Parameter(doc="The prompt as the model reads it (PromptTokens)")
     trace = param.Parameter(doc="The forward pass of `tokens`: every view reads this one")
     model_note = param.String(default="", doc="Why the model differs from the request, if it does")
+    run_note = param.String(default="", doc="What `trace` shows when it is not the prompt's own run (show_run)")
     generated = param.List(default=[], doc="Streamed (token, probability) pairs")
     generating = param.Boolean(default=False)
 
@@ -130,7 +146,7 @@ class PlaygroundState(param.Parameterized):
         """The one forward pass per change."""
         tokens = encode_prompt(self.tokenizer, self.prompt, self.model.cfg.n_ctx)
         trace = self.model.forward(np.asarray(tokens.ids))
-        self.param.update(tokens=tokens, trace=trace, generated=[])
+        self.param.update(tokens=tokens, trace=trace, generated=[], run_note="")
 
     # ---- reading the selection ----
 
@@ -218,6 +234,26 @@ class PlaygroundState(param.Parameterized):
         position = self.referent_query_position()
         self.param.update(layer=pair[0], head=pair[1], view="attention",
                           position=-1 if position is None else position)
+
+    def show_role(self, role: str) -> None:
+        """The Heads view's "show me": a probe prompt that displays `role`, its strongest head selected at a row
+        where it does its job, in the attention view."""
+        example = circuits.show_me(self.model, self.tokenizer, role)
+        if example is None:
+            return
+        self.prompt = example.prompt  # one forward pass, as any prompt change
+        self.param.update(layer=example.layer, head=example.head, position=example.position, view="attention")
+
+    def load_patch_example(self) -> None:
+        """The Patching view's example for this model (the trained or the lesson one)."""
+        example = PATCH_EXAMPLES["shipped" if self.model_name == "shipped" else "lesson"]
+        with param.parameterized.batch_call_watchers(self):
+            self.param.update(**{k: v for k, v in example.items() if k != "prompt"})
+            self.prompt = example["prompt"]
+
+    def show_run(self, tokens: PromptTokens, trace: slm.Trace, note: str) -> None:
+        """Let every view show another run of the model (a patched one) until the prompt changes again."""
+        self.param.update(tokens=tokens, trace=trace, run_note=note, generated=[])
 
     # ---- generation ----
 

@@ -1,6 +1,6 @@
 """slm: a small decoder-only transformer in NumPy whose forward pass can be read against the equations."""
 
-from . import attribution, layers
+from . import attribution, interventions, layers, roles
 from .config import Config
 from .generate import Step, generate, sampling_distribution
 from .lesson import LESSON_VOCAB, CausalLanguageModel
@@ -11,6 +11,6 @@ from .tokenizer import Encoding, WordTokenizer
 
 __all__ = [
     "LESSON_VOCAB", "CausalLanguageModel", "Config", "Encoding", "KVCache", "LayerTrace", "Model", "Step",
-    "Trace", "WordTokenizer", "attribution", "count_params", "generate", "init_params", "layers",
-    "load_pretrained", "param_shapes", "sampling_distribution", "tokenizer_for",
+    "Trace", "WordTokenizer", "attribution", "count_params", "generate", "init_params", "interventions", "layers",
+    "load_pretrained", "param_shapes", "roles", "sampling_distribution", "tokenizer_for",
 ]

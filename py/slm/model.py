@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,6 +63,19 @@ class Trace:
         return np.stack([layer.attention for layer in self.layers], axis=-4)
 
 
+Hooks = Mapping[str, Callable[[np.ndarray], np.ndarray]]
+
+
+def _hook(hooks: Hooks | None, point: str, value: np.ndarray) -> np.ndarray:
+    """The value the forward pass goes on with at `point`: `value` itself, or what the hook there returns."""
+    if hooks is None or point not in hooks:
+        return value
+    new = np.asarray(hooks[point](value), dtype=value.dtype)
+    if new.shape != value.shape:
+        raise ValueError(f"the hook at {point} returned shape {new.shape}, expected {value.shape}")
+    return new
+
+
 class KVCache:
     """Keys and values of the positions already run, per layer, so generation runs only the new token.
 
@@ -103,11 +117,15 @@ class Model:
     # ---- the forward pass, top to bottom ----
 
     def forward(
-        self, tokens: Any, lengths: Any = None, cache: KVCache | None = None
+        self, tokens: Any, lengths: Any = None, cache: KVCache | None = None, hooks: Hooks | None = None
     ) -> Trace:
         """Run token ids (T,) or (B, T). With `lengths` (B,), positions at or past a row's length are padding:
         never attended, and every valid row equals the unbatched run of that sequence. With a `cache`, the tokens
-        continue the cached sequence (one sequence, no padding) and the cache is extended."""
+        continue the cached sequence (one sequence, no padding) and the cache is extended.
+
+        `hooks` maps a hook point to a function that gets the value computed there and returns the value the
+        pass goes on with (for ablation and patching, see slm.interventions). Hook points:
+        "blocks.{i}.x" (T, d) the rows entering block i; "blocks.{i}.head_out" (H, T, d) each head's write."""
         ids, batched = self._check_tokens(tokens, cache)
         if cache is not None and not self.cfg.causal:
             raise ValueError("a KVCache needs a causal model: without the mask, cached rows would miss later tokens")
@@ -121,10 +139,12 @@ class Model:
 
         tok = self.params["tok_emb"][ids]
         pos = self._position_rows(positions, tok)
-        x = x0 = tok + pos
+        x = x0 = _hook(hooks, "blocks.0.x", tok + pos)
         layer_traces = []
         for i in range(self.cfg.n_layers):
-            layer_traces.append(self._block(i, x, positions, mask, cache))
+            if i > 0:
+                x = _hook(hooks, f"blocks.{i}.x", x)
+            layer_traces.append(self._block(i, x, positions, mask, cache, hooks))
             x = layer_traces[-1].y
         final = self.norm("norm_f", x) if self.cfg.norm_placement == "pre" else x
         logits = final @ self.unembedding()
@@ -138,11 +158,12 @@ class Model:
         return trace
 
     def _block(
-        self, i: int, x: np.ndarray, positions: np.ndarray, mask: np.ndarray, cache: KVCache | None
+        self, i: int, x: np.ndarray, positions: np.ndarray, mask: np.ndarray, cache: KVCache | None,
+        hooks: Hooks | None,
     ) -> LayerTrace:
         pre = self.cfg.norm_placement == "pre"
         attn_in = self.norm(f"blocks.{i}.norm1", x) if pre else x
-        q, k, v, scores, weights, head_out, attn_out = self._attention(i, attn_in, positions, mask, cache)
+        q, k, v, scores, weights, head_out, attn_out = self._attention(i, attn_in, positions, mask, cache, hooks)
         h = x + attn_out if pre else self.norm(f"blocks.{i}.norm1", x + attn_out)
         ffn_in = self.norm(f"blocks.{i}.norm2", h) if pre else h
         ffn = self._feed_forward(i, ffn_in)
@@ -153,7 +174,8 @@ class Model:
         )
 
     def _attention(
-        self, i: int, x: np.ndarray, positions: np.ndarray, mask: np.ndarray, cache: KVCache | None
+        self, i: int, x: np.ndarray, positions: np.ndarray, mask: np.ndarray, cache: KVCache | None,
+        hooks: Hooks | None,
     ) -> tuple[np.ndarray, ...]:
         cfg, p = self.cfg, self.params
         a = f"blocks.{i}.attn"
@@ -168,7 +190,7 @@ class Model:
         att = layers.attention(q, k, v, mask)
         # Head j's write into the residual: its k output coordinates through its own k columns of w_o.
         w_o = p[f"{a}.w_o"].reshape(cfg.n_model, cfg.n_heads, cfg.head_size).transpose(1, 2, 0)  # (H, k, d)
-        head_out = att.out @ w_o
+        head_out = _hook(hooks, f"blocks.{i}.head_out", att.out @ w_o)
         attn_out = head_out.sum(axis=-3)
         if cfg.bias:
             attn_out = attn_out + p[f"{a}.b_o"]

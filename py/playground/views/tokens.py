@@ -100,4 +100,6 @@ def notes_html(state: PlaygroundState) -> str:
                      "the text right before where generation continues.")
     if state.model_note:
         notes.append(esc(state.model_note))
+    if state.run_note:
+        notes.append(esc(state.run_note))
     return "".join(f"<div class='pg-note'>{note}</div>" for note in notes)

@@ -18,7 +18,15 @@ from pathlib import Path
 import numpy as np
 
 from ..model import Model
-from .evaluate import agreement, pronoun_heads, sample_parse_rate
+from .evaluate import (
+    EVAL_SEED,
+    agreement,
+    noun_numbers,
+    pronoun_heads,
+    role_probe_words,
+    role_report,
+    sample_parse_rate,
+)
 from .loop import TrainConfig, train
 from .plot import loss_curve_html, loss_curve_png
 
@@ -91,7 +99,20 @@ def metrics(model: Model) -> dict:
         "copula_attention_to_referent": heads.copula_to_referent.round(4).tolist(),
         "copula_attention_to_other": heads.copula_to_other.round(4).tolist(),
         "pronoun_n": heads.n,
+        "roles": role_report(model),
     }
+
+
+APP_PROBES = 12  # held-out probes per role saved with the weights, for the playground's Heads view
+
+
+def role_notes(n_ctx: int) -> dict:
+    """What the playground needs to score the pronoun and bracket roles without the corpus (slm.train is not part
+    of the site): the nouns' numbers and a few held-out probes per role (the first one is its "show me")."""
+    probes = role_probe_words(APP_PROBES, seed=EVAL_SEED + 1, n_ctx=n_ctx)
+    probes.pop("previous_token_on_repeats")
+    return {"noun_number": noun_numbers(), "probes": {role: [" ".join(p[1:]) for p in prompts]
+                                                      for role, prompts in probes.items()}}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -117,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         training["metrics"] = found
         model.meta["pronoun_head"] = found["pronoun_head"]
         model.meta["pronoun_head_query"] = found["pronoun_head_query"]
+        model.meta["roles"] = {**role_notes(model.cfg.n_ctx), "best": found["roles"]["role_best"]}
     training["total_seconds"] = round(time.perf_counter() - started, 1)
 
     out = args.out

@@ -167,8 +167,9 @@ LOCATIVE_PREPOSITIONS = ("in", "near", "behind", "under", "beside")
 PRONOUN = {"sg": "it", "pl": "they"}
 POSSESSIVE = {"sg": "its", "pl": "their"}
 
-TEMPLATES = ("simple", "coordination", "pronoun", "possessive")
-DECISION_KINDS = ("verb", "rc_verb", "pronoun_verb", "referent", "referent_verb", "possessive")
+TEMPLATES = ("simple", "coordination", "pronoun", "possessive", "aside")
+DECISION_KINDS = ("verb", "rc_verb", "pronoun_verb", "referent", "referent_verb", "possessive", "bracket")
+BRACKETS = {"(": ")", "[": "]"}  # two kinds, so that a closing bracket has to match its opening one
 PRONOUN_VERB_WEIGHT = 2.0  # "because it rolled ." relative to "because it was wet ." (weight 1)
 
 
@@ -337,8 +338,24 @@ def _grammar_rules() -> list[Rule]:
                                    f"NBAR.{m}.thing@obj")
         add(START_SYMBOL, f"CL.{t} .", 1.5, "simple")
         add(START_SYMBOL, f"CL.{t} CONJ CL.{t} .", 1.0, "coordination")
-        add(START_SYMBOL, f"PRONCL.{t} .", 1.5, "pronoun")
+        add(START_SYMBOL, f"PRONCL.{t} .", 4.0, "pronoun")
         add(START_SYMBOL, f"POSSCL.{t} .", 1.0, "possessive")
+        # an aside after the subject, the verb agreeing across it: "the dog ( near the barn [ the old one ] )
+        # was hungry ." The inner aside has no aside of its own, so asides nest to depth 2 at most.
+        for n in NUMBERS:
+            for c in CLASSES:
+                add(f"ACL.{t}", f"NP.{n}.{c}@subj ASIDE1 VP.{t}.{n}.{c}")
+        add(START_SYMBOL, f"ACL.{t} .", 1.0, "aside")
+    for m in NUMBERS:
+        add("PART", "LOC", 1.0)
+        for c in CLASSES:
+            add("PART", f"NPS.{m}.{c}", 1.0 / len(CLASSES))
+    for open_, close in BRACKETS.items():
+        add("ASIDE1", f"{open_}@open BODY1 {close}@close")
+        add("ASIDE2", f"{open_}@open PART {close}@close")
+    add("BODY1", "PART")
+    add("BODY1", "PART ASIDE2")
+    add("BODY1", "PART ASIDE2 PART")
     return rules
 
 
@@ -374,6 +391,20 @@ _TERMINALS = sorted({s for r in RULES for s in r.rhs if not _is_nonterminal(s)})
 # specials first (<pad> = 0), then punctuation, then words alphabetically
 VOCAB: tuple[str, ...] = (*SPECIALS, ".", ",", *sorted(t for t in _TERMINALS if t not in (".", ",")))
 TOKEN_ID: dict[str, int] = {t: i for i, t in enumerate(VOCAB)}
+
+# Lists: "R R ." with R a run of distinct words drawn at random, so that the second copy can only be predicted by
+# copying the first (the one rule outside the context-free grammar: a copy is not context-free). The generator
+# (`_list_item`) and the recogniser (`_list_ok`, `_list_prefix_ok`) read these same facts. Every sentence starts
+# with a determiner and no list has one, so the first word tells a list from a sentence.
+_DETERMINER_WORDS = {word for n in NUMBERS for word, _ in DETERMINERS[n]}
+LIST_WORDS: tuple[str, ...] = tuple(t for t in VOCAB if t not in (*SPECIALS, ".", ",", *BRACKETS, *BRACKETS.values())
+                                    and t not in _DETERMINER_WORDS)
+LIST_LENGTHS = (3, 12)  # the length of R, inclusive
+_LIST_WORD_SET = frozenset(LIST_WORDS)
+# How a document is made of items: each item is a list with LIST_FRACTION, else a repeat of an earlier item of
+# the same document with REPEAT_FRACTION (if there is one), else a new sentence.
+LIST_FRACTION = 0.15
+REPEAT_FRACTION = 0.1
 
 
 def vocabulary() -> list[str]:
@@ -541,6 +572,11 @@ class _Generator:
             pos = len(self.tokens)
             if not _is_nonterminal(symbol):
                 self.tokens.append(symbol)
+                if tag == "open":
+                    at["open"] = pos
+                elif tag == "close":  # the closing bracket must match the opening one
+                    wrong = next(c for c in BRACKETS.values() if c != symbol)
+                    self.decisions.append(Decision("bracket", pos, symbol, wrong, at["open"]))  # type: ignore[arg-type]
                 continue
             h, inner = self._expand(symbol, subj, attrs, check_pair=tag in ("verb", "rcverb"))
             found.extend(inner)
@@ -602,6 +638,28 @@ class _Generator:
                 self.decisions.append(Decision("referent_verb", verb, word, wrong, referent))
 
 
+def _list_item(rng: random.Random) -> list[str]:
+    run = rng.sample(LIST_WORDS, rng.randint(*LIST_LENGTHS))
+    return [*run, *run, "."]
+
+
+def _document(rng: random.Random, gen: _Generator, templates: Sequence[str], n_items: int,
+              list_fraction: float, repeat_fraction: float) -> list[str]:
+    """`<start>` and `n_items` items: sentences, lists, and repeats of an earlier item (see LIST_FRACTION)."""
+    doc, items = [START], []
+    for _ in range(n_items):
+        draw = rng.random()
+        if draw < list_fraction:
+            item = _list_item(rng)
+        elif items and draw < list_fraction + repeat_fraction:
+            item = items[rng.randrange(len(items))]
+        else:
+            item = gen.sentence(templates).tokens
+        items.append(item)
+        doc.extend(item)
+    return doc
+
+
 def _check_templates(templates: Sequence[str] | None) -> tuple[str, ...]:
     if templates is None:
         return TEMPLATES
@@ -621,25 +679,23 @@ def generate_sentences(n: int, split: Split = "train", seed: int = 0,
 
 
 def documents(split: Split, n_docs: int, seed: int = 0, sentences_per_doc: tuple[int, int] = (2, 6),
-              templates: Sequence[str] | None = None) -> list[list[str]]:
-    """`n_docs` documents, each `<start>` followed by a random number (inclusive range) of sentences."""
+              templates: Sequence[str] | None = None, list_fraction: float = LIST_FRACTION,
+              repeat_fraction: float = REPEAT_FRACTION) -> list[list[str]]:
+    """`n_docs` documents, each `<start>` followed by a random number (inclusive range) of items: sentences,
+    lists ("R R .") and repeats of an earlier item (set both fractions to 0 for sentences only)."""
     lo, hi = sentences_per_doc
     if not 1 <= lo <= hi:
         raise ValueError(f"sentences_per_doc must be 1 <= lo <= hi, got {sentences_per_doc}")
     chosen = _check_templates(templates)
     rng = random.Random(seed)
     gen = _Generator(rng, split)
-    docs = []
-    for _ in range(n_docs):
-        doc = [START]
-        for _ in range(rng.randint(lo, hi)):
-            doc.extend(gen.sentence(chosen).tokens)
-        docs.append(doc)
-    return docs
+    return [_document(rng, gen, chosen, rng.randint(lo, hi), list_fraction, repeat_fraction)
+            for _ in range(n_docs)]
 
 
 def stream(split: Split, n_tokens: int, seed: int = 0, sentences_per_doc: tuple[int, int] = (2, 6),
-           templates: Sequence[str] | None = None) -> list[str]:
+           templates: Sequence[str] | None = None, list_fraction: float = LIST_FRACTION,
+           repeat_fraction: float = REPEAT_FRACTION) -> list[str]:
     """Exactly `n_tokens` tokens of concatenated `documents` (the last one cut off), for a trainer to
     cut into context windows."""
     lo, hi = sentences_per_doc
@@ -650,9 +706,7 @@ def stream(split: Split, n_tokens: int, seed: int = 0, sentences_per_doc: tuple[
     gen = _Generator(rng, split)
     out: list[str] = []
     while len(out) < n_tokens:
-        out.append(START)
-        for _ in range(rng.randint(lo, hi)):
-            out.extend(gen.sentence(chosen).tokens)
+        out.extend(_document(rng, gen, chosen, rng.randint(lo, hi), list_fraction, repeat_fraction))
     return out[:n_tokens]
 
 
@@ -691,7 +745,7 @@ def agreement_cases(split: Split, n: int, seed: int = 0, kinds: Sequence[str] | 
         raise ValueError(f"kinds must be a non-empty subset of {DECISION_KINDS}, got {kinds!r}")
     # only templates that can produce the wanted kinds, so that rare kinds do not take long to collect
     templates = {"pronoun_verb": ("pronoun",), "referent": ("pronoun",), "referent_verb": ("pronoun",),
-                 "possessive": ("possessive",),
+                 "possessive": ("possessive",), "bracket": ("aside",),
                  "verb": ("simple", "coordination"), "rc_verb": ("simple", "coordination", "possessive")}
     chosen = sorted({t for k in wanted for t in templates[k]}, key=TEMPLATES.index)
     gen = _Generator(random.Random(seed), split)
@@ -779,12 +833,31 @@ def split_sentences(tokens: Sequence[str]) -> tuple[list[list[str]], list[str]] 
     return sentences, current
 
 
+def _list_ok(sentence: Sequence[str]) -> bool:
+    """Whether `sentence` is a list "R R ." (see LIST_WORDS)."""
+    body = sentence[:-1]
+    k = len(body) // 2
+    return list(sentence[-1:]) == ["."] and len(body) == 2 * k and LIST_LENGTHS[0] <= k <= LIST_LENGTHS[1] \
+        and _list_prefix_fits(body, k)
+
+
+def _list_prefix_fits(tokens: Sequence[str], k: int) -> bool:
+    """Whether `tokens` (no ".") can start a list whose run R has length k."""
+    first = tokens[:k]
+    return (len(tokens) <= 2 * k and all(t in _LIST_WORD_SET for t in first) and len(set(first)) == len(first)
+            and all(tokens[i] == tokens[i - k] for i in range(k, len(tokens))))
+
+
+def _list_prefix_ok(fragment: Sequence[str]) -> bool:
+    return any(_list_prefix_fits(fragment, k) for k in range(LIST_LENGTHS[0], LIST_LENGTHS[1] + 1))
+
+
 def _sentence_ok(sentence: Sequence[str]) -> bool:
-    return _earley(tuple(sentence))[0]
+    return _earley(tuple(sentence))[0] or _list_ok(sentence)
 
 
 def _fragment_ok(fragment: Sequence[str]) -> bool:
-    return not fragment or _earley(tuple(fragment))[1]
+    return not fragment or _earley(tuple(fragment))[1] or _list_prefix_ok(fragment)
 
 
 def parses(tokens: Sequence[str]) -> bool:

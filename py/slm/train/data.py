@@ -51,5 +51,6 @@ def corpus_fingerprint() -> str:
         "rules": [[r.lhs, list(r.rhs), list(r.tags), r.weight, r.template] for r in corpus.RULES],
         "vocab": list(corpus.VOCAB),
         "held_out": sorted(map(list, corpus.held_out_pairs())),
+        "documents": [corpus.LIST_FRACTION, corpus.REPEAT_FRACTION, list(corpus.LIST_LENGTHS)],
     }
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]

@@ -4,7 +4,8 @@
 * agreement: at a decision point the grammar's form gets a higher probability than its other-number twin;
 * grammaticality of sampled continuations (corpus.parses);
 * the pronoun head: attention from "it"/"they" (and from the word after it) to the noun it refers to, per
-  (layer, head).
+  (layer, head);
+* head roles (slm.roles) on held-out probes, copying of repeated random words, closing brackets.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import interventions, roles
 from ..generate import generate
 from ..model import Model
 from . import corpus
@@ -181,3 +183,129 @@ def pronoun_heads(model: Model, n: int = 200, seed: int = EVAL_SEED) -> PronounH
             cop_other.append(att[b, :, :, p + 1, o])
     mean = [np.mean(values, axis=0) for values in (ref, other, cop, cop_other)]
     return PronounHeads(*mean, n)
+
+
+# ---- head roles (slm.roles) on held-out probes, and what ablating the heads does ----
+
+REPEAT_LENGTH = 10  # |R| in the induction probes <start> + R + R
+ROLE_TARGETS = {"previous_token": 0.9, "induction": 0.5, "pronoun": 0.8, "bracket": 0.5}
+
+
+def noun_numbers() -> dict[str, str]:
+    """noun -> "sg"/"pl" for every noun of the grammar (what slm.roles' pronoun role needs)."""
+    return {word: number for word, (number, _) in corpus.NOUN_INFO.items()}
+
+
+def repeat_length(n_ctx: int) -> int:
+    """|R| of the induction probes: REPEAT_LENGTH, or less when `<start>` + R + R would not fit the context."""
+    return min(REPEAT_LENGTH, (n_ctx - 1) // 2)
+
+
+def repeated_probes(n: int, length: int = REPEAT_LENGTH, seed: int = EVAL_SEED) -> np.ndarray:
+    """(n, 2 * length + 1): `<start>` + R + R with R `length` distinct list words (corpus.LIST_WORDS) drawn with a
+    seed no training run uses."""
+    rng = np.random.default_rng([seed, length])
+    word_ids = corpus.encode(corpus.LIST_WORDS)
+    return np.stack([roles.repeated_tokens(word_ids, length, rng, corpus.TOKEN_ID[corpus.START]) for _ in range(n)])
+
+
+def copying_accuracy(model: Model, probes: np.ndarray, length: int = REPEAT_LENGTH,
+                     ablate: Sequence[tuple[int, int]] = (), how: str = "zero", means: np.ndarray | None = None
+                     ) -> float:
+    """Top-1 accuracy on the second copy of R (every token the first copy predicts), optionally with heads ablated."""
+    rows = roles.copy_positions(length)
+    trace = interventions.run_ablated(model, probes, ablate, how, means) if ablate else model.forward(probes)
+    return float((trace.logits[:, rows].argmax(-1) == probes[:, rows + 1]).mean())
+
+
+def role_probe_words(n: int = 100, seed: int = EVAL_SEED, n_ctx: int = 32) -> dict[str, list[list[str]]]:
+    """Held-out probes per role, as token strings: documents of the validation split (previous token), repeated
+    random words (duplicate token, induction), pronoun sentences and sentences with asides."""
+    start = [corpus.START]
+    docs = [d[:n_ctx] for d in corpus.documents("valid", n, seed=seed)]
+    repeats = [[corpus.VOCAB[i] for i in row] for row in repeated_probes(n, repeat_length(n_ctx), seed=seed)]
+    pronoun = [start + s.tokens for s in corpus.generate_sentences(n, "valid", seed=seed, templates=["pronoun"])]
+    aside = [start + s.tokens for s in corpus.generate_sentences(n, "valid", seed=seed, templates=["aside"])]
+    return {"previous_token": docs, "duplicate_token": repeats, "induction": repeats,
+            "pronoun": [p for p in pronoun if len(p) <= n_ctx], "bracket": [a for a in aside if len(a) <= n_ctx],
+            "previous_token_on_repeats": repeats}
+
+
+def role_probe_scores(model: Model, probes: dict[str, list[list[str]]] | None = None) -> dict[str, roles.RoleScore]:
+    """Each role's (L, H) scores pooled over its held-out probes."""
+    probes = role_probe_words(n_ctx=model.cfg.n_ctx) if probes is None else probes
+    nouns = noun_numbers()
+    out = {}
+    for key, prompts in probes.items():
+        role = "previous_token" if key == "previous_token_on_repeats" else key
+        per = [roles.score_targets(model.forward(np.array(corpus.encode(words))),
+                                   roles.role_targets(role, words, nouns)) for words in prompts]
+        out[key] = roles.mean_scores(per)
+    return out
+
+
+def bracket_accuracy(model: Model, n: int = 400, seed: int = EVAL_SEED) -> dict[str, float]:
+    """At held-out closing brackets: the matching closing bracket more likely than the other one (forced choice),
+    and the top-1 prediction, by depth (1: the outer aside, 2: one nested inside it)."""
+    cases = corpus.agreement_cases("valid", n, seed=seed, kinds=["bracket"])
+    ids, lengths = _pad([corpus.encode(c.prefix)[-model.cfg.n_ctx:] for c in cases])
+    logits = model.forward(ids, lengths=lengths).logits
+    last = logits[np.arange(len(cases)), lengths - 1]
+    result: dict[str, list[bool]] = {}
+    for row, case in zip(last, cases, strict=True):
+        depth = sum(1 if t in corpus.BRACKETS else -1 if t in corpus.BRACKETS.values() else 0 for t in case.prefix)
+        chosen = row[corpus.TOKEN_ID[case.correct]] > row[corpus.TOKEN_ID[case.wrong]]
+        top1 = int(np.argmax(row)) == corpus.TOKEN_ID[case.correct]
+        for key, value in ((f"choice_depth{depth}", chosen), ("choice", chosen), (f"top1_depth{depth}", top1),
+                           ("top1", top1)):
+            result.setdefault(key, []).append(bool(value))
+    return {key: float(np.mean(values)) for key, values in sorted(result.items())}
+
+
+def role_report(model: Model, n: int = 100, seed: int = EVAL_SEED) -> dict:
+    """The model card's head-role numbers: every role's (L, H) scores on held-out probes and its strongest head,
+    copying on `<start>` + R + R with and without the induction heads (every head scoring >= 0.5, else the
+    strongest), closing brackets by depth, and what zero-ablating each role's strongest head does."""
+    scores = role_probe_scores(model, role_probe_words(n, seed, model.cfg.n_ctx))
+    best = {key: roles.strongest(score) for key, score in scores.items()}
+    induction = scores["induction"].scores
+    heads = [(int(i), int(j)) for i, j in zip(*np.nonzero(induction >= ROLE_TARGETS["induction"]), strict=True)]
+    heads = heads or [best["induction"]]
+    length = repeat_length(model.cfg.n_ctx)
+    probes = repeated_probes(n, length, seed=seed)
+    copying = copying_accuracy(model, probes, length)
+    agree_kinds = (*AGREEMENT_KINDS, *REFERENT_KINDS)
+    ablations = {}
+    for key in ("previous_token", "induction", "pronoun", "bracket"):
+        layer, head = best[key]
+        ablated = interventions.ablation_hooks(model, [(layer, head)])
+        ablated_model = _HookedModel(model, ablated)
+        ablations[key] = {
+            "head": [layer, head],
+            "copying": copying_accuracy(model, probes, length, ablate=[(layer, head)]),
+            "bracket_choice": bracket_accuracy(ablated_model, seed=seed)["choice"],
+            "referent": agreement(ablated_model, n_per_kind=100, seed=seed, kinds=REFERENT_KINDS).by_kind,
+        }
+    return {
+        "role_scores": {key: score.scores.round(4).tolist() for key, score in scores.items()},
+        "role_n": {key: score.n for key, score in scores.items()},
+        "role_best": {key: list(head) for key, head in best.items() if head is not None},
+        "role_best_score": {key: float(scores[key].scores[head]) for key, head in best.items() if head is not None},
+        "copying": copying,
+        "induction_heads": [list(h) for h in heads],
+        "copying_without_induction_heads": copying_accuracy(model, probes, length, ablate=heads),
+        "brackets": bracket_accuracy(model, seed=seed),
+        "ablations": ablations,
+        "agreement_kinds": list(agree_kinds),
+    }
+
+
+class _HookedModel(Model):
+    """A model whose every forward pass runs with fixed hooks (to reuse the metrics above under an ablation)."""
+
+    def __init__(self, model: Model, hooks: dict) -> None:
+        super().__init__(model.cfg, model.params, model.meta)
+        self._fixed_hooks = hooks
+
+    def forward(self, tokens, lengths=None, cache=None, hooks=None):  # type: ignore[override]
+        return super().forward(tokens, lengths, cache, {**self._fixed_hooks, **(hooks or {})})

@@ -27,15 +27,15 @@ class TrainConfig:
 
     # the model
     n_layers: int = 2
-    n_heads: int = 4
+    n_heads: int = 8
     n_model: int = 64
     n_ctx: int = 32
     d_ff: int | None = None
     activation: str = "relu"
-    positions: str = "sinusoidal"
+    positions: str = "rope"
     tied: bool = False
     # optimisation
-    steps: int = 8000
+    steps: int = 12000
     batch_size: int = 32
     lr: float = 3e-3
     warmup: int = 100

@@ -6,7 +6,7 @@
 set -eu
 cd "$(dirname "$0")/../../.."
 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 PYTHONPATH=py exec python -m slm.train \
-  --seed 0 --n-layers 2 --n-heads 4 --n-model 64 --n-ctx 32 --activation relu --positions sinusoidal \
-  --steps 8000 --batch-size 32 --lr 0.003 --warmup 100 --min-lr-fraction 0.1 --weight-decay 0.1 --clip 1.0 \
+  --seed 0 --n-layers 2 --n-heads 8 --n-model 64 --n-ctx 32 --activation relu --positions rope \
+  --steps 12000 --batch-size 32 --lr 0.003 --warmup 100 --min-lr-fraction 0.1 --weight-decay 0.1 --clip 1.0 \
   --dtype float32 --train-tokens 1000000 --valid-tokens 100000 --eval-every 200 --eval-windows 256 \
   --out py/slm/weights/shipped.npz "$@"

@@ -1,0 +1,133 @@
+"""Heads: what role each attention head plays, scored on this prompt and on a standard probe set.
+
+Two heatmaps with the same layout (a block of layers × heads per role): the score is the attention mass a head
+puts where the role says it should look (slm.roles). A table names each role's strongest head on the probe set,
+with a "show me" button that loads a prompt displaying the role and selects the head in the Attention view.
+"""
+
+from __future__ import annotations
+
+import panel as pn
+from bokeh.events import Tap
+from bokeh.models import ColumnDataSource, FixedTicker, HoverTool, LinearColorMapper, Range1d
+
+from slm import roles
+
+from .. import circuits
+from ..state import PlaygroundState
+from .common import WEIGHT_PALETTE, caption, esc, label_axis, patches_bokeh, small_figure, title
+
+HOVER = [("role", "@role_title"), ("head", "layer @layer · head @head"), ("score", "@text"), ("rows averaged", "@n")]
+WALK = (
+    "<b>A guided walk.</b> 1. Find the four heads: the table names, for each role, the head that scores highest "
+    "on the probe set. 2. Press <i>show me</i>: the Attention view opens on a prompt where the role matters, "
+    "with that head selected — does the selected row read where the role says? 3. Test the claim: in the Next "
+    "token view remove the head (ablation) and see which prediction breaks; in the Patching view change one "
+    "token and see which heads carry the change to the answer. A score says where a head <i>looks</i>; only an "
+    "intervention shows what it <i>does</i>."
+)
+
+
+class HeadsView:
+    def __init__(self, state: PlaygroundState) -> None:
+        self.state = state
+        self.mapper = LinearColorMapper(palette=WEIGHT_PALETTE, low=0.0, high=1.0, low_color="#eeeeee")
+        self.prompt_source = ColumnDataSource(data=_empty())
+        self.probe_source = ColumnDataSource(data=_empty())
+        self.prompt_fig = self._figure(self.prompt_source, "On this prompt", "heads-prompt")
+        self.probe_fig = self._figure(self.probe_source, "On the probe set", "heads-probes")
+        self.table = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width")
+        self.buttons = pn.Row(margin=(0, 10))
+        self.shape: tuple[int, int] | None = None
+        self.model_seen: object = None
+        pn.bind(self.update, state.param.trace, watch=True)
+        self.update()
+        self.panel = pn.Column(
+            title("Heads: what does each one do?"),
+            caption("Researchers find heads with recognisable jobs: a <b>previous-token</b> head reads the token "
+                    "just before; an <b>induction</b> head, at a token seen before, reads the token that came "
+                    "<i>after</i> it last time (and so copies repeated text); a <b>pronoun</b> head reads the noun "
+                    "a pronoun refers to; a <b>bracket</b> head, where a closing bracket is due, reads the "
+                    "bracket it closes. (A <b>duplicate-token</b> head reads earlier copies of the same token.) "
+                    "Each cell is the share of a head's attention that goes where the role says, from 0 to 1: on "
+                    "the prompt above, and averaged over held-out probe prompts. Grey: the prompt has no instance "
+                    "of the role. Click a cell to select that head in the Attention view."),
+            self.table, self.buttons,
+            pn.Row(pn.pane.Bokeh(self.prompt_fig, margin=(0, 10)), pn.pane.Bokeh(self.probe_fig, margin=(0, 10))),
+            pn.pane.HTML(f"<div class='pg-calm'>{WALK}</div>", margin=(0, 10), sizing_mode="stretch_width"),
+            name="Heads", sizing_mode="stretch_width",
+        )
+
+    def _figure(self, source: ColumnDataSource, heading: str, name: str):
+        fig = small_figure(width=360, height=300, x_range=Range1d(-0.5, 0.5), y_range=Range1d(0.5, -0.5),
+                           title=heading, name=name)
+        fig.rect("x", "y", 0.95, 0.95, source=source, line_color=None,
+                 fill_color={"field": "color_score", "transform": self.mapper})
+        fig.text("x", "y", text="text", source=source, text_align="center", text_baseline="middle",
+                 text_font_size="10px", text_color="text_color")
+        fig.add_tools(HoverTool(tooltips=HOVER))
+        fig.grid.visible = False
+        fig.on_event(Tap, self._on_tap)
+        return fig
+
+    @patches_bokeh
+    def update(self, *_: object) -> None:
+        state = self.state
+        cfg = state.model.cfg
+        probe = circuits.probe_scores(state.model, state.tokenizer)
+        prompt = circuits.prompt_scores(state.model, state.trace, state.tokens.labels)
+        for fig, source, scores in ((self.prompt_fig, self.prompt_source, prompt),
+                                    (self.probe_fig, self.probe_source, probe)):
+            data = circuits.score_columns(scores, cfg.n_layers, cfg.n_heads)
+            data["text_color"] = ["black" if s > 0.55 else ("#333" if s < 0 else "white") for s in data["color_score"]]
+            if self.shape != (cfg.n_layers, cfg.n_heads):
+                rows = circuits.row_count(cfg.n_layers)
+                fig.y_range.update(start=rows - 0.5, end=-0.5)
+                fig.x_range.update(start=-0.5, end=cfg.n_heads - 0.5)
+                label_axis(fig.xaxis[0], [f"H{j}" for j in range(cfg.n_heads)])
+                fig.yaxis[0].ticker = FixedTicker(ticks=sorted(set(data["y"])))
+                fig.yaxis[0].major_label_overrides = dict(zip(data["y"], data["row"], strict=True))
+                fig.height = 60 + 18 * rows
+                fig.width = max(300, 170 + 40 * cfg.n_heads)
+            source.data = data
+        self.shape = (cfg.n_layers, cfg.n_heads)
+        self.table.object = summary_html(probe, prompt)
+        if self.model_seen is not state.model:  # the buttons depend on the model only
+            self.model_seen = state.model
+            self.buttons.objects = [self._button(role, probe[role]) for role in circuits.FOUR_ROLES
+                                    if probe[role].n]
+
+    def _button(self, role: str, score: roles.RoleScore) -> pn.widgets.Button:
+        layer, head = roles.strongest(score)
+        button = pn.widgets.Button(label=f"show me: {roles.ROLE_TITLES[role]} (layer {layer} · head {head})",
+                                   color="primary", variant="outline", margin=(0, 8, 8, 0))
+        button.on_click(lambda _: self.state.show_role(role))
+        return button
+
+    def _on_tap(self, event: object) -> None:
+        cfg = self.state.model.cfg
+        cell = circuits.cell_at(getattr(event, "x", None), getattr(event, "y", None), cfg.n_layers, cfg.n_heads)
+        if cell is not None:
+            self.state.param.update(layer=cell[1], head=cell[2])
+
+
+def _empty() -> dict:
+    return {k: [] for k in (*circuits.SCORE_COLUMNS, "text_color")}
+
+
+def summary_html(probe: dict[str, roles.RoleScore], prompt: dict[str, roles.RoleScore]) -> str:
+    """The table: each role's strongest head on the probe set, its score there, and on this prompt."""
+    rows = []
+    for role in roles.ROLES:
+        best = roles.strongest(probe[role])
+        if best is None:
+            rows.append(f"<tr><td class='pg-tokcell'>{esc(roles.ROLE_TITLES[role])}</td><td colspan=3>no probe "
+                        "prompts for this model</td></tr>")
+            continue
+        layer, head = best
+        here = prompt[role]
+        on_prompt = f"{here.scores[layer, head]:.2f}" if here.n else "– (not in this prompt)"
+        rows.append(f"<tr><td class='pg-tokcell'>{esc(roles.ROLE_TITLES[role])}</td><td>layer {layer} · head {head}"
+                    f"</td><td>{probe[role].scores[layer, head]:.2f}</td><td>{on_prompt}</td></tr>")
+    return ("<table class='pg-table'><tr><th>role</th><th>strongest head (probe set)</th><th>score there</th>"
+            "<th>same head on this prompt</th></tr>" + "".join(rows) + "</table>")

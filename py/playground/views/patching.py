@@ -1,0 +1,214 @@
+"""Patching: which activations carry the difference one token makes to the answer.
+
+The prompt is the clean run; the corrupted run has one token changed. The metric is logit(good) − logit(bad)
+at the last position. Each cell re-runs one prompt with one activation taken from the other run — the residual
+entering a block at one position, or one head's output — and shows how much of the way that moves the metric
+from the run's own value to the other run's (slm.interventions.activation_patching). Click a cell to see that
+patched run.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import panel as pn
+from bokeh.events import Tap
+from bokeh.models import ColorBar, ColumnDataSource, HoverTool, LinearColorMapper, Range1d
+from bokeh.palettes import RdBu11
+
+from slm.interventions import Site
+
+from .. import analysis, circuits
+from ..state import PlaygroundState
+from .common import caption, esc, label_axis, patches_bokeh, small_figure, title
+
+PALETTE = RdBu11[::-1]  # blue = towards the other run's answer, red = away from it; colour-blind safe pair
+HOVER = [("patch", "@what"), ("metric", "@metric{0.000}"), ("moved", "@moved_text")]
+
+
+class PatchingView:
+    def __init__(self, state: PlaygroundState) -> None:
+        self.state = state
+        self.run: circuits.PatchRun | None = None
+        self.site: Site | None = None
+        self.stale = True
+        self.mapper = LinearColorMapper(palette=PALETTE, low=-1.0, high=1.0, nan_color="#eeeeee")
+        self.resid_source = ColumnDataSource(data=_empty())
+        self.head_source = ColumnDataSource(data=_empty())
+        self.resid_fig = self._figure(self.resid_source, "patching-residual", "position", "resid")
+        self.head_fig = self._figure(self.head_source, "patching-heads", "head", "head")
+        self.head_fig.add_layout(ColorBar(color_mapper=self.mapper, width=10, title="moved",
+                                          title_text_font_size="11px", major_label_text_font_size="10px"), "right")
+        # the experiment's settings: live in the state (a link restores them)
+        self.position = pn.widgets.IntInput.from_param(state.param.patch_position, name="Change position", width=130)
+        self.token = pn.widgets.TextInput.from_param(state.param.patch_token, name="to the token", width=130)
+        self.good = pn.widgets.TextInput.from_param(state.param.good_token, name="Metric: logit of", width=130)
+        self.bad = pn.widgets.TextInput.from_param(state.param.bad_token, name="minus logit of", width=130)
+        self.direction = pn.widgets.Select.from_param(
+            state.param.patch_from, name="Patch", width=250,
+            options={"clean → corrupted run (recovery)": "clean", "corrupted → clean run (damage)": "corrupted"})
+        self.example = pn.widgets.Button(label="Load the example", color="primary", variant="outline",
+                                         margin=(26, 5, 5, 5), width=150)
+        self.example.on_click(lambda _: state.load_patch_example())
+        self.summary = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width")
+        self.detail = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width")
+        self.show_button = pn.widgets.Button(label="Show this patched run in the other views", visible=False,
+                                             color="primary", margin=(0, 10, 8, 10), width=330)
+        self.show_button.on_click(self._show_in_views)
+        pn.bind(self.update, state.param.trace, state.param.patch_position, state.param.patch_token,
+                state.param.good_token, state.param.bad_token, state.param.patch_from, watch=True)
+        pn.bind(self._on_view, state.param.view, watch=True)
+        self.update()
+        self.panel = pn.Column(
+            title("Patching: where does one token's difference travel?"),
+            caption("Two runs that differ in one token: the prompt above (<i>clean</i>) and the same prompt with one "
+                    "token changed (<i>corrupted</i>). The metric is how much the model prefers one next token "
+                    "over another after the last token: <code>logit(good) − logit(bad)</code>. Each cell re-runs "
+                    "one prompt with a single activation copied from the other run — the residual stream entering "
+                    "a layer at one position, or one head's output — and shows how far that moves the metric "
+                    "towards the other run's value (1 = all the way, 0 = not at all). Click a cell to see the "
+                    "patched run."),
+            pn.Row(self.position, self.token, self.good, self.bad),
+            pn.Row(self.direction, self.example),
+            self.summary,
+            pn.Row(pn.pane.Bokeh(self.resid_fig, margin=(0, 10)), pn.pane.Bokeh(self.head_fig, margin=(0, 10))),
+            self.detail, self.show_button,
+            name="Patching", sizing_mode="stretch_width",
+        )
+
+    def _figure(self, source: ColumnDataSource, name: str, x_label: str, kind: str):
+        fig = small_figure(width=420, height=200, x_range=Range1d(-0.5, 0.5), y_range=Range1d(0.5, -0.5), name=name)
+        fig.rect("x", "y", 0.95, 0.95, source=source, line_color="line", line_width=2,
+                 fill_color={"field": "moved", "transform": self.mapper})
+        fig.add_tools(HoverTool(tooltips=HOVER))
+        fig.grid.visible = False
+        fig.xaxis.axis_label, fig.yaxis.axis_label = x_label, "layer"
+        fig.on_event(Tap, lambda event: self._on_tap(kind, event))
+        return fig
+
+    # ---- updating ----
+
+    def _on_view(self, *_: object) -> None:
+        if self.state.view == "patching" and self.stale:
+            self.update()
+
+    @patches_bokeh
+    def update(self, *_: object) -> None:
+        """Re-run the experiment: only while this view is open (the other tabs do not wait for its forward
+        passes); opening it later catches up."""
+        state = self.state
+        if state.view != "patching" and self.run is not None:
+            self.stale = True
+            return
+        self.stale = False
+        if state.run_note:  # the views show a patched run already: keep the experiment as it was
+            return
+        self.site = None
+        self.run = run = circuits.patch_run(
+            state.model, state.tokenizer, state.tokens.ids, state.tokens.labels, state.patch_position,
+            state.patch_token.strip(), state.good_token.strip(), state.bad_token.strip(), state.patch_from,
+            state.trace)
+        if run.error:
+            self.summary.object = (f"<div class='pg-note'>{esc(run.error)} Change the settings above, or press "
+                                   "<i>Load the example</i>.</div>")
+            self.resid_source.data, self.head_source.data = _empty(), _empty()
+            self._show_detail()
+            return
+        self.summary.object = summary_html(run, state.vocab)
+        cfg, n = state.model.cfg, len(run.target_labels)
+        result = run.result
+        labels = [t if t == s else f"{s}→{t}" for t, s in zip(run.target_labels, run.source_labels, strict=True)]
+        self.resid_source.data = cells(result.residual, result.recovered(result.residual), "resid", labels)
+        self.head_source.data = cells(result.heads, result.recovered(result.heads), "head", None)
+        for fig, width in ((self.resid_fig, n), (self.head_fig, cfg.n_heads)):
+            fig.x_range.update(start=-0.5, end=width - 0.5)
+            fig.y_range.update(start=cfg.n_layers - 0.5, end=-0.5)
+            label_axis(fig.yaxis[0], [f"L{i}" for i in range(cfg.n_layers)])
+            fig.height = max(170, 90 + 34 * cfg.n_layers)
+        label_axis(self.resid_fig.xaxis[0], labels)
+        self.resid_fig.xaxis[0].major_label_orientation = "vertical" if n > 10 else 0.8
+        label_axis(self.head_fig.xaxis[0], [f"H{j}" for j in range(cfg.n_heads)])
+        self.resid_fig.width = max(260, min(760, 60 + 26 * n))
+        self.head_fig.width = max(220, 110 + 34 * cfg.n_heads)
+        self.resid_fig.title.text = "Residual entering each layer"
+        self.head_fig.title.text = "Each head's output"
+        self._show_detail()
+
+    def _on_tap(self, kind: str, event: object) -> None:
+        run = self.run
+        if run is None or run.error:
+            return
+        x, y = getattr(event, "x", None), getattr(event, "y", None)
+        if x is None or y is None:
+            return
+        index, layer = int(np.floor(x + 0.5)), int(np.floor(y + 0.5))
+        width = len(run.target_labels) if kind == "resid" else self.state.model.cfg.n_heads
+        if 0 <= index < width and 0 <= layer < self.state.model.cfg.n_layers:
+            self.site = Site(kind, layer, index)
+            self._show_detail()
+
+    @patches_bokeh
+    def _show_detail(self) -> None:
+        run, site, state = self.run, self.site, self.state
+        for source in (self.resid_source, self.head_source):  # outline the selected cell
+            data = dict(source.data)
+            if len(data["x"]):
+                kind = "resid" if source is self.resid_source else "head"
+                data["line"] = ["#000000" if site == Site(kind, y, x) else None for x, y in
+                                zip(data["x"], data["y"], strict=True)]
+                source.data = data
+        self.show_button.visible = site is not None and run is not None and not run.error
+        if not self.show_button.visible:
+            self.detail.object = "<div class='pg-caption'>Click a cell to see that patched run.</div>"
+            return
+        trace = self._patched_trace()
+        probs = trace.probs[-1]
+        tokens, top = analysis.top_tokens(probs, state.vocab, 5)
+        metric = float(trace.logits[-1, run.good] - trace.logits[-1, run.bad])
+        if site.kind == "resid":
+            where = (f"the residual entering layer {site.layer} at position {site.index} "
+                     f"(“{esc(run.target_labels[site.index])}”)")
+        else:
+            where = f"the output of layer {site.layer} · head {site.index}"
+        listing = ", ".join(f"“{esc(t)}” {p:.3f}" for t, p in zip(tokens, top, strict=True))
+        self.detail.object = (f"<div class='pg-calm'><b>Patched run:</b> “{esc(' '.join(run.target_labels[1:]))}” "
+                              f"with {where} taken from the other run. Metric {metric:.3f}. Next token after the "
+                              f"last position: {listing}.</div>")
+
+    def _patched_trace(self):
+        run = self.run
+        return circuits.patched_trace(self.state.model, run.target_ids, run.source_trace, self.site)
+
+    def _show_in_views(self, _event: object) -> None:
+        run, site, state = self.run, self.site, self.state
+        if run is None or site is None or run.error:
+            return
+        trace = self._patched_trace()
+        tokens = state.tokens._replace(ids=list(run.target_ids), labels=list(run.target_labels))
+        what = f"L{site.layer} position {site.index}" if site.kind == "resid" else f"L{site.layer}.H{site.index}"
+        state.show_run(tokens, trace, f"Showing a patched run: “{' '.join(run.target_labels[1:])}” with {what} "
+                                      "taken from the other run. Edit the prompt to go back to the model's own run.")
+
+
+def _empty() -> dict:
+    return {"x": [], "y": [], "metric": [], "moved": [], "moved_text": [], "what": [], "line": []}
+
+
+def cells(metric: np.ndarray, moved: np.ndarray, kind: str, labels: list[str] | None) -> dict:
+    """Heatmap columns for a (layers, n) grid of metric values and how far each moved (x = position or head)."""
+    n_layers, n = metric.shape
+    y, x = np.divmod(np.arange(n_layers * n), n)
+    what = [f"layer {i}, position {j} ({labels[j]})" if kind == "resid" else f"layer {i} · head {j}"
+            for i, j in zip(y, x, strict=True)]
+    flat = moved.ravel()
+    return {"x": x, "y": y, "metric": metric.ravel(), "moved": flat,
+            "moved_text": [f"{v:.3f}" if np.isfinite(v) else "–" for v in flat], "what": what,
+            "line": [None] * len(flat)}
+
+
+def summary_html(run: circuits.PatchRun, vocab: list[str]) -> str:
+    result = run.result
+    good, bad = esc(vocab[run.good]), esc(vocab[run.bad])
+    target, source = " ".join(run.target_labels[1:]), " ".join(run.source_labels[1:])
+    return (f"<div class='pg-calm'>Patched run: “{esc(target)}” (metric <code>logit({good}) − logit({bad})</code> "
+            f"= {result.target:.3f}); activations from “{esc(source)}” (metric {result.source:.3f}). The changed "
+            f"token is at position {run.changed}; patches before it change nothing.</div>")
