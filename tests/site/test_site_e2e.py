@@ -243,3 +243,18 @@ def test_embed_page(browser: object, site: Path) -> None:
         visit.screenshot("e2e-07-embed")
         assert visit.page.evaluate("document.body.dataset.ready") == "1"
         assert visit.external == []
+
+
+@pytest.mark.parametrize(("view", "column"), [("heads", "score"), ("patching", "metric")])
+def test_circuit_views_open_first(browser: object, site: Path, view: str, column: str) -> None:
+    """The Heads and Patching views as the first view of a visit, in the worker: ready, and their heatmaps have
+    data (a view that imports something the site does not ship would stop the start-up here)."""
+    with serve(site) as url, Visit(browser, url) as visit:
+        visit.open(f"index.html?view={view}")
+        assert visit.page.evaluate("document.body.dataset.ready") == "1", (visit.page.text_content("#error"),
+                                                                          visit.console)
+        visit.wait_js(f"({SOURCES_JS})('{column}').some((n) => n > 0)", timeout_s=60)
+        visit.page.wait_for_timeout(500)
+        visit.screenshot(f"e2e-10-{view}")
+        assert visit.external == []
+        assert not [c for c in visit.console if "pageerror" in c], visit.console
