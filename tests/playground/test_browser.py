@@ -80,7 +80,17 @@ def open_app(page, app_url: str, query: str = "") -> None:
 
 
 def tab(page, name: str):
-    return page.locator(".bk-tab", has_text=name)
+    """The view switcher's choice `name` (a radio button; its label is what a learner clicks)."""
+    return page.get_by_role("radio", name=name, exact=True)
+
+
+def token_labels(page) -> list[str]:
+    """The token strip's tokens as shown (without the invisible characters that keep repeated words apart)."""
+    return [text.replace("\u200b", "") for text in page.locator(".pg-tokens label").all_inner_texts()]
+
+
+def choose_token(page, position: int) -> None:
+    page.locator(".pg-tokens label").nth(position).click()
 
 
 def wait_for_tokens(page, n: int) -> None:
@@ -160,7 +170,8 @@ def test_residual_and_next_token_bars(page, app_url):
     assert dict(zip(data["name"], data["value"], strict=True))["L0.H1"] == pytest.approx(
         dict(zip(expected.names, expected.values, strict=True))["L0.H1"])
     page.screenshot(path=ARTIFACTS / "residual.png", full_page=True)
-    tab(page, "Next token").click()
+    tab(page, "Next token").check()
+    page.wait_for_function(f"() => ({FIND_VIEW})('next-token') !== undefined", timeout=5_000)  # built on demand
     data = page.evaluate(SOURCE_DATA, "next-token")
     assert len(data["token"]) == 7 and sum(data["prob"]) == pytest.approx(1.0)
     page.screenshot(path=ARTIFACTS / "next_token.png", full_page=True)
@@ -169,18 +180,18 @@ def test_residual_and_next_token_bars(page, app_url):
 def test_url_round_trip(page, app_url):
     open_app(page, app_url, "model=lesson&prompt=the+cat+lay&view=attention&head=1&pos=2&temperature=0.5")
     assert page.input_value(PROMPT_INPUT) == "the cat lay"
-    assert "bk-active" in tab(page, "Attention").get_attribute("class")
+    assert tab(page, "Attention").is_checked()
     assert page.get_by_text("layer 0 · head 1, large").is_visible()
     page.fill(PROMPT_INPUT, "the dog was tired")
     page.wait_for_function("() => location.search.includes('prompt=the+dog+was+tired')", timeout=5_000)
-    tab(page, "Residual stream").click()
+    tab(page, "Residual stream").check()
     page.wait_for_function("() => location.search.includes('view=residual')", timeout=5_000)
     url = page.url
     assert "temperature=0.5" in url and "head=1" in url
     # The link restores the same page.
     open_app(page, url.split("?")[0], url.split("?")[1])
     assert page.input_value(PROMPT_INPUT) == "the dog was tired"
-    assert "bk-active" in tab(page, "Residual stream").get_attribute("class")
+    assert tab(page, "Residual stream").is_checked()
 
 
 def test_xss_payload_runs_nothing(page, app_url):
@@ -201,7 +212,7 @@ def test_xss_payload_runs_nothing(page, app_url):
 def test_embed_shows_one_view_in_800px(page, app_url):
     page.set_viewport_size({"width": 800, "height": 900})
     open_app(page, app_url, "model=lesson&embed=1&view=attention&prompt=the+cat+was+tired")
-    assert page.locator(".bk-tab").count() == 0
+    assert page.locator(".pg-switcher").count() == 0
     assert page.get_by_text("Transformer playground").count() == 0
     assert page.get_by_text("Attention: who reads from whom").is_visible()
     assert page.evaluate("() => document.documentElement.scrollWidth") <= 800
@@ -226,16 +237,6 @@ def test_lesson_change_one_token(page, app_url):
 TRAINED_PROMPT = "the cat chased the dogs because they were"
 LONG_PROMPT = ("the brown cow chased the little cars because they were wet . the dog that struck this key struck its "
                "cup . some goats struck the old hat because they were")  # 31 words: 32 tokens, the whole context
-TOKEN_CENTRE = f"""
-([name, index]) => {{
-  const view = ({FIND_VIEW})(name);
-  const data = view.model.renderers[0].data_source.data;
-  const get = (k) => (data instanceof Map ? data.get(k) : data[k]);
-  const box = view.el.getBoundingClientRect();
-  return [box.left + view.frame.x_scale.compute(get('x')[index]),
-          box.top + view.frame.y_scale.compute(get('y')[index])];
-}}
-"""
 SELECTED_ROW = f"""
 (name) => {{
   const view = ({FIND_VIEW})(name);
@@ -300,7 +301,7 @@ def test_trained_model_next_token_bars_sit_on_their_labels(page, app_url):
     offsets = page.evaluate(BAR_OFFSETS, "next-token")
     assert offsets[0][1] > 0 and offsets[1] == [True, -offsets[0][1]]  # now a pair, one either side
     page.screenshot(path=ARTIFACTS / "trained_next_token_ablation.png", full_page=True)
-    tab(page, "Residual stream").click()
+    tab(page, "Residual stream").check()
     page.get_by_text("Position 8 (“were”) predicts next").wait_for(timeout=5_000)
     page.screenshot(path=ARTIFACTS / "trained_residual.png", full_page=True)
 
@@ -325,25 +326,22 @@ def test_trained_model_generate_then_analyse(page, app_url):
 
     expect(page.locator(PROMPT_INPUT)).to_have_value(expected, timeout=5_000)
     # The views now describe the whole text: the token strip ends with the last generated token.
-    page.wait_for_function(f"() => ({SOURCE_DATA})('token-strip').label.length === {9 + len(generated)}",
-                           timeout=5_000)
-    assert page.evaluate(SOURCE_DATA, "token-strip")["label"][-1] == generated[-1]
+    page.locator(".pg-tokens label").nth(8 + len(generated)).wait_for(timeout=5_000)
+    assert len(token_labels(page)) == 9 + len(generated) and token_labels(page)[-1] == generated[-1]
 
 
 def test_clicking_a_token_selects_its_position(page, app_url):
     open_app(page, app_url, "model=lesson&view=residual&prompt=the+cat+was+tired")
     page.get_by_text("Position 4 (“tired”)").wait_for(timeout=5_000)  # the last token until one is clicked
-    x, y = page.evaluate(TOKEN_CENTRE, ["token-strip", 2])
-    page.mouse.click(x, y)
+    choose_token(page, 2)
     page.get_by_text("Position 2 (“cat”)").wait_for(timeout=5_000)
     page.wait_for_function("() => location.search.includes('pos=2')", timeout=5_000)
     page.screenshot(path=ARTIFACTS / "token_click_residual.png", full_page=True)
-    tab(page, "Attention").click()
+    tab(page, "Attention").check()
     page.wait_for_function(f"() => ({SELECTED_ROW})('attention-large') === 2", timeout=5_000)
     # Another token: the heatmap's outlined row follows without a new forward pass.
     page.wait_for_timeout(500)  # the newly shown tab settles its layout (a scroll bar appears) before we measure
-    x, y = page.evaluate(TOKEN_CENTRE, ["token-strip", 1])
-    page.mouse.click(x, y)
+    choose_token(page, 1)
     page.wait_for_function(f"() => ({SELECTED_ROW})('attention-large') === 1", timeout=5_000)
     page.screenshot(path=ARTIFACTS / "token_click_attention.png", full_page=True)
     assert not page.errors
@@ -360,3 +358,100 @@ def test_lesson_activation_and_heads_split(page, app_url):
     assert page.get_by_text("6 · FFN gate").count() == 0
     page.wait_for_function("() => location.search.includes('activation=gelu')", timeout=5_000)
     page.screenshot(path=ARTIFACTS / "lesson_gelu.png", full_page=True)
+
+
+# ---- every screen: phones to projectors ----
+
+SCREENS = {  # name: (width, height, touch)
+    "phone": (360, 740, True), "tablet": (768, 1024, False), "laptop": (1280, 800, False), "wide": (1920, 1080, False),
+}
+# The controls a learner presses, through every shadow root; returns the visible ones' boxes and names.
+CONTROLS = """
+() => {
+  const out = [];
+  const walk = (root) => {
+    for (const el of root.querySelectorAll('*')) {
+      if (el.shadowRoot) walk(el.shadowRoot);
+      const control = el.matches('button, select, input:not([type=radio]):not([type=checkbox]), textarea, summary')
+        || (el.matches('label') && el.querySelector('input[type=radio]'));
+      if (!control) continue;
+      const r = el.getBoundingClientRect();
+      if (r.width === 0 || r.height === 0 || getComputedStyle(el).visibility === 'hidden') continue;
+      out.push({name: (el.innerText || el.getAttribute('aria-label') || el.tagName).trim().slice(0, 40),
+                left: r.left + scrollX, top: r.top + scrollY, right: r.right + scrollX, bottom: r.bottom + scrollY});
+    }
+  };
+  walk(document);
+  return out;
+}
+"""
+OVERFLOW = "() => document.scrollingElement.scrollWidth - innerWidth"
+
+
+def screen_context(browser, screen: str):
+    width, height, touch = SCREENS[screen]
+    return browser.new_context(viewport={"width": width, "height": height}, has_touch=touch, is_mobile=touch)
+
+
+def overlapping(controls: list[dict]) -> list[tuple[str, str]]:
+    """Pairs of controls whose boxes overlap by more than a pixel each way. A box wholly inside another is a part
+    of it (a number input's up/down buttons), not an overlap."""
+    def inside(a: dict, b: dict) -> bool:
+        return (a["left"] >= b["left"] - 1 and a["right"] <= b["right"] + 1 and a["top"] >= b["top"] - 1
+                and a["bottom"] <= b["bottom"] + 1)
+
+    pairs = []
+    for i, a in enumerate(controls):
+        for b in controls[i + 1:]:
+            if (min(a["right"], b["right"]) - max(a["left"], b["left"]) > 1
+                    and min(a["bottom"], b["bottom"]) - max(a["top"], b["top"]) > 1
+                    and not inside(a, b) and not inside(b, a)):
+                pairs.append((a["name"], b["name"]))
+    return pairs
+
+
+def show_view(page, app_url: str, view: str, query: str) -> None:
+    open_app(page, app_url, f"view={view}&{query}")
+    page.wait_for_timeout(700)  # the hidden views arrive after the first render and may change the layout
+
+
+@pytest.mark.parametrize("screen", list(SCREENS))
+def test_every_view_fits_every_screen(browser, app_url, screen):
+    """No horizontal scrolling and no overlapping controls, in every view, from a 360-px phone to 1920 px; the
+    screenshots (artifacts/screens/) are for looking at."""
+    from playground.state import VIEWS
+
+    (ARTIFACTS / "screens").mkdir(exist_ok=True)
+    context = screen_context(browser, screen)
+    page = context.new_page()
+    problems = []
+    models = ("shipped", "lesson") if screen == "phone" else ("shipped",)
+    for model in models:
+        for view in VIEWS:
+            show_view(page, app_url, view, f"model={model}")
+            overflow = page.evaluate(OVERFLOW)
+            overlaps = overlapping(page.evaluate(CONTROLS))
+            page.screenshot(path=ARTIFACTS / "screens" / f"{screen}-{model}-{view}.png", full_page=True)
+            if overflow > 0 or overlaps:
+                problems.append((model, view, overflow, overlaps[:3]))
+    context.close()
+    assert problems == [], problems
+
+
+@pytest.mark.parametrize("width", [360, 800])
+def test_embedded_views_fit_their_frame(browser, app_url, width):
+    from playground.state import VIEWS
+
+    (ARTIFACTS / "screens").mkdir(exist_ok=True)
+    context = browser.new_context(viewport={"width": width, "height": 640}, has_touch=width < 400,
+                                  is_mobile=width < 400)
+    page = context.new_page()
+    problems = []
+    for view in VIEWS:
+        show_view(page, app_url, view, "embed=1")
+        overflow = page.evaluate(OVERFLOW)
+        page.screenshot(path=ARTIFACTS / "screens" / f"embed-{width}-{view}.png", full_page=True)
+        if overflow > 0:
+            problems.append((view, overflow))
+    context.close()
+    assert problems == [], problems

@@ -290,18 +290,22 @@ def test_app_builds_and_views_follow_the_state():
     from playground.state import VIEWS
 
     playground = create_app()  # no document here: nothing is built on load
-    assert isinstance(playground, Playground) and playground.state.view == "generate"
-    assert playground.prompt_bar in playground.root.objects and playground.tabs in playground.root.objects
-    assert [view.name for view in playground.tabs] == [label for _, label in VIEW_CLASSES.values()]
-    assert [i for i, view in enumerate(playground.tabs) if view.objects] == [VIEWS.index("generate")]  # lazily
+    assert isinstance(playground, Playground) and playground.state.view == VIEWS[0]
+    assert playground.prompt_bar in playground.root.objects and playground.content in playground.root.objects
+    assert list(playground.switcher.options) == [label for _, label in VIEW_CLASSES.values()]
+    assert len(playground.content.objects) == 1 and playground.content[0].visible  # lazily: the view on screen
     playground.build_hidden()
-    assert all(view.objects for view in playground.tabs)
+    assert len(playground.content.objects) == len(VIEW_CLASSES)
+    assert [view.visible for view in playground.content] == [name == VIEWS[0] for name in VIEW_CLASSES]
+    playground.switcher.value = "residual"  # the switcher chooses the view: only it is shown
+    assert playground.state.view == "residual"
+    assert [view.visible for view in playground.content] == [name == "residual" for name in VIEW_CLASSES]
     app = Playground(PlaygroundState(model_name="lesson", prompt="the cat"))
     app.state.prompt = "the cat was tired"
     attention = app.views["attention"]
     assert set(attention.large.cells.data["query_token"]) == {"<start>", "the", "cat", "was", "tired"}
     app.state.param.update(embed=True, view="residual")
-    assert app.views["residual"].panel in app.root.objects and app.tabs not in app.root.objects
+    assert app.views["residual"].panel in app.root.objects and app.content not in app.root.objects
 
 
 def test_views_follow_a_two_layer_model_of_the_shipped_shape():
@@ -331,12 +335,12 @@ def test_the_site_builds_hidden_views_when_it_says_so():
 
     from playground.app import create_app
 
-    async def run() -> None:
+    async def check() -> None:
         playground = create_app(build_hidden_on_load=False)
-        assert playground.hidden_views_pending and sum(bool(view.objects) for view in playground.tabs) == 1
+        assert playground.hidden_views_pending and len(playground.content.objects) == 1
         playground.start_building_hidden()
         while playground.hidden_views_pending:
             await asyncio.sleep(0.01)
-        assert all(view.objects for view in playground.tabs)
+        assert len(playground.content.objects) == len(playground.views)
 
-    asyncio.run(run())
+    run(check())  # in its own thread: the browser tests' Playwright keeps a loop in this one

@@ -13,7 +13,7 @@ import slm
 
 from .. import analysis
 from ..state import PlaygroundState
-from .common import caption, esc, title
+from .common import caption, esc, title, wrap_row
 
 
 def table_html(heading: str, rows: list[str], columns: list[str], values: np.ndarray,
@@ -159,7 +159,7 @@ class LessonView:
     def __init__(self, state: PlaygroundState) -> None:
         self.state = state
         p = state.param
-        self.toggles = pn.Row(
+        self.toggles = wrap_row(
             pn.widgets.RadioButtonGroup.from_param(p.norm_placement, label="norm placement", width=110),
             pn.widgets.RadioButtonGroup.from_param(p.norm, label="norm", width=110),
             pn.widgets.Select.from_param(p.positions, label="positions", width=120),
@@ -192,19 +192,19 @@ class LessonView:
             self.switch)
         self.body = pn.Column(
             self.toggle_labels, self.toggles,
-            title("Change one token", level=4),
+            title("Change one token", level=3),
             caption("Swap the token at one position and run again. Rows marked <b style='color:#0072B2'>=</b> are "
                     "bit-identical, rows marked <b style='color:#D55E00'>≠</b> changed. With the causal mask, every "
                     "row before the swapped position stays identical: no earlier token can see a later one."),
-            pn.Row(self.compare, self.compare_position, self.compare_token), self.compare_note,
-            title("The tables", level=4),
+            wrap_row(self.compare, self.compare_position, self.compare_token), self.compare_note,
+            title("The tables", level=3),
             caption("One row per position, 4 decimals. Read them in order: the rows <code>x</code> enter the "
                     "block; the projections make <code>q</code>, <code>k</code>, <code>v</code>; each head's "
                     "<code>attention</code> weights mix the value rows into its <code>head_out</code>; adding the "
                     "heads' writes to x gives <code>h</code>; the feed-forward network's hidden layer and write "
                     "give <code>y</code>."),
             self.heads_note, self.tables,
-            title("Remove a head", level=4),
+            title("Remove a head", level=3),
             caption("Zero one head's <code>head_out</code> and compare the next-token probabilities at the "
                     "selected position."),
             self.ablate, self.ablation,
@@ -241,7 +241,10 @@ class LessonView:
         self.compare_note.object = note
         tables = lesson_tables(state.trace, state.tokens.labels, other, state.model)
         self.heads_note.object = heads_note(state.model.cfg)
-        self.tables.object = "<div class='pg-tables'>" + "".join(f"<div>{t}</div>" for t in tables) + "</div>"
+        # Each table scrolls inside its own box when it is wider than the screen (a phone), never the page.
+        self.tables.object = "<div class='pg-tables'>" + "".join(
+            f"<div class='pg-scroll' tabindex='0' role='region' aria-label='table {i + 1}'>{t}</div>"
+            for i, t in enumerate(tables)) + "</div>"
         self.ablation.object = self._ablation_table(state)
 
     @staticmethod
