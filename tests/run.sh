@@ -15,5 +15,8 @@ if [ ! -x /usr/bin/chromium ]; then
   fi
 fi
 
+# axe-core for the accessibility tests (version in tests/package.json), into the ignored tests/node_modules/.
+npm install --prefix tests --no-package-lock --no-audit --no-fund --silent
+
 python -m ruff check .
 python -m pytest "$@"

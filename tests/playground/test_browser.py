@@ -224,8 +224,7 @@ def test_lesson_change_one_token(page, app_url):
     page.get_by_text("is bit-identical in every table").wait_for(timeout=5_000)
     assert page.locator("tr.pg-changed").count() > 0 and page.locator("tr.pg-same").count() > 0
     page.screenshot(path=ARTIFACTS / "lesson_causal.png", full_page=True)
-    # Bokeh checkboxes have no <label>: the first checkbox on the lesson page is "causal mask".
-    causal = page.locator("input[type=checkbox]").first
+    causal = page.get_by_role("checkbox", name="causal mask")  # found by its label
     assert causal.is_checked()
     causal.click()
     page.get_by_text("earlier row(s) changed").wait_for(timeout=5_000)
@@ -455,3 +454,53 @@ def test_embedded_views_fit_their_frame(browser, app_url, width):
             problems.append((view, overflow))
     context.close()
     assert problems == [], problems
+
+
+# ---- accessibility: axe-core in every view ----
+
+AXE = Path(__file__).resolve().parents[1] / "node_modules" / "axe-core" / "axe.min.js"
+AXE_RUN = """
+async () => {
+  // Open every "show the numbers" disclosure first, so that the tables are checked too.
+  const walk = (root) => { for (const el of root.querySelectorAll('*')) {
+    if (el.tagName === 'DETAILS') el.open = true;
+    if (el.shadowRoot) walk(el.shadowRoot);
+  } };
+  walk(document);
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  const result = await axe.run(document, {runOnly: {type: 'tag',
+    values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', 'wcag22a', 'wcag22aa', 'best-practice']}});
+  return result.violations.map((v) => ({id: v.id, impact: v.impact, help: v.help,
+    nodes: v.nodes.slice(0, 5).map((n) => n.target.join(' '))}));
+}
+"""
+
+
+def axe_violations(page) -> list[dict]:
+    if not AXE.exists():
+        pytest.fail(f"{AXE} is missing: `npm install --prefix tests` (tests/run.sh does it)")
+    page.add_script_tag(content=AXE.read_text())
+    return page.evaluate(AXE_RUN)
+
+
+@pytest.mark.parametrize("screen", ["laptop", "phone"])
+def test_axe_finds_nothing_serious_in_any_view(browser, app_url, screen):
+    """Zero critical or serious axe-core violations (WCAG 2.2 A/AA and best practices), every view, both models,
+    with an experiment on (a head removed; for the lesson model also "change one token") and every table open.
+    The full report, moderate and minor findings included, is saved in artifacts/axe-<screen>.json."""
+    import json
+
+    from playground.state import VIEWS
+
+    context = screen_context(browser, screen)
+    page = context.new_page()
+    report, serious = {}, []
+    for model, extra in (("shipped", "ablate=L1.H2"), ("lesson", "ablate=L0.H1&compare=1&compare_pos=2")):
+        for view in VIEWS:
+            show_view(page, app_url, view, f"model={model}&{extra}")
+            found = axe_violations(page)
+            report[f"{model}/{view}"] = found
+            serious += [(model, view, v["id"], v["nodes"]) for v in found if v["impact"] in ("critical", "serious")]
+    (ARTIFACTS / f"axe-{screen}.json").write_text(json.dumps(report, indent=1))
+    context.close()
+    assert serious == [], serious

@@ -68,6 +68,16 @@ def text_alternative(summary: str, label: str, header: list[str], rows: list[lis
             f"{table_rows_html(header, rows)}</div></details>")
 
 
+def labelled_checkbox(owner: Any, name: str, label: str, **params: Any) -> pn.widgets.CheckBoxGroup:
+    """A check box for the boolean parameter `name` of `owner`, with its text as a real <label> (Bokeh's Checkbox
+    draws its text beside the box, unlinked, so a screen reader hears an unnamed check box; a one-item
+    CheckboxGroup wraps the box in its label). Kept in step both ways."""
+    box = pn.widgets.CheckBoxGroup(options=[label], value=[label] if getattr(owner, name) else [], **params)
+    box.param.watch(lambda event: setattr(owner, name, label in event.new), "value")
+    owner.param.watch(lambda event: setattr(box, "value", [label] if event.new else []), name)
+    return box
+
+
 class WrapRow(pn.Row):
     """A row whose items wrap onto the next line when the screen is too narrow for them (a CSS flex row; Panel's
     FlexBox would do the same, but it is a ReactiveHTML component, which the static site's Content Security Policy
@@ -168,6 +178,8 @@ details.pg-numbers summary { cursor: pointer; color: #0b5cab; min-height: 24px; 
 :host(.pg-switcher) label:hover { background: #f2f5f9; }
 :host(.pg-switcher) label:has(input:checked) { color: #0b5cab; font-weight: 600; background: #eef6fb;
                                                border-color: #ccd; box-shadow: inset 0 -3px 0 #0b5cab; }
+/* Number boxes without their tiny unnamed up/down buttons (the arrow keys and the keyboard still step them). */
+.bk-spin-wrapper .bk-spin-btn, .bk-spin-btn { display: none !important; }
 /* Fingers: controls a finger presses are at least 44 px tall. */
 :host(.pg-press) .bk-btn, :host(.pg-head-button) .bk-btn { min-height: 44px; }
 @media (pointer: coarse) {

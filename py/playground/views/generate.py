@@ -24,11 +24,13 @@ def stream_html(prompt: str, generated: list[tuple[str, float]], running: bool) 
 class GenerateView:
     def __init__(self, state: PlaygroundState) -> None:
         self.state = state
-        self.max_new = pn.widgets.IntSlider.from_param(state.param.max_new_tokens, label="max new tokens", width=170)
-        self.temperature = pn.widgets.FloatSlider.from_param(state.param.temperature, label="temperature (0 = greedy)",
-                                                             width=170)
-        self.top_k = pn.widgets.IntSlider.from_param(state.param.top_k, label="top-k (0 = off)", width=170)
-        self.top_p = pn.widgets.FloatSlider.from_param(state.param.top_p, label="top-p", width=170)
+        # Number boxes rather than sliders: Bokeh's slider handle cannot be given an accessible name, a labelled
+        # input can (arrow keys step it; a phone shows its keyboard).
+        self.max_new = pn.widgets.IntInput.from_param(state.param.max_new_tokens, label="max new tokens", width=130)
+        self.temperature = pn.widgets.FloatInput.from_param(state.param.temperature,
+                                                            label="temperature (0 = greedy)", width=170)
+        self.top_k = pn.widgets.IntInput.from_param(state.param.top_k, label="top-k (0 = off)", width=130)
+        self.top_p = pn.widgets.FloatInput.from_param(state.param.top_p, label="top-p (1 = off)", width=130)
         self.seed = pn.widgets.IntInput.from_param(state.param.seed, label="seed", width=110)
         self.output = pn.pane.HTML(stream_html(state.prompt, [], False), margin=(0, 10),
                                    sizing_mode="stretch_width", min_height=60)

@@ -13,7 +13,7 @@ import slm
 
 from .. import analysis
 from ..state import PlaygroundState
-from .common import caption, esc, title, wrap_row
+from .common import caption, esc, labelled_checkbox, title, wrap_row
 
 
 def table_html(heading: str, rows: list[str], columns: list[str], values: np.ndarray,
@@ -25,7 +25,7 @@ def table_html(heading: str, rows: list[str], columns: list[str], values: np.nda
     starts = set()
     group_row = ""
     if groups:
-        cells, col = ["<th></th>"], 0
+        cells, col = ["<td></td>"], 0
         for label, width in groups:
             starts.add(col)
             cells.append(f"<th colspan='{width}' class='pg-group'>{esc(label)}</th>")
@@ -43,7 +43,7 @@ def table_html(heading: str, rows: list[str], columns: list[str], values: np.nda
                         for c, v in enumerate(values[i]))
         body.append(f"<tr{row_css}><td class='pg-tokcell'>{esc(label)}</td>{cells}</tr>")
     caption_html = f"<caption style='caption-side: top; text-align: left'><b>{heading}</b> {note}</caption>"
-    return f"<table class='pg-table'>{caption_html}{group_row}<tr><th></th>{head}</tr>{''.join(body)}</table>"
+    return f"<table class='pg-table'>{caption_html}{group_row}<tr><td></td>{head}</tr>{''.join(body)}</table>"
 
 
 ACTIVATION_LABELS = {  # the FFN hidden layer, as a formula; {x} is what the FFN reads
@@ -167,13 +167,13 @@ class LessonView:
             pn.widgets.Select.from_param(p.n_kv_heads, label="kv heads (GQA)", width=110),
             pn.widgets.RadioButtonGroup.from_param(p.activation, label="FFN activation", width=170,
                                                    options={"ReLU": "relu", "GELU": "gelu", "SwiGLU": "swiglu"}),
-            pn.widgets.Checkbox.from_param(p.causal, label="causal mask", margin=(28, 10, 10, 10)),
+            labelled_checkbox(state, "causal", "causal mask", margin=(10, 10, 14, 10)),
         )
         self.toggle_labels = caption("Architecture (re-creates the lesson model from the same seed): norm before "
                                      "or after each sublayer · layer norm or RMS norm · how positions enter · "
                                      "heads · key/value heads shared by groups of query heads (GQA) · the "
                                      "feed-forward activation (ReLU, GELU, or SwiGLU with its extra gate).")
-        self.compare = pn.widgets.Checkbox.from_param(p.compare, label="change one token and compare")
+        self.compare = labelled_checkbox(state, "compare", "change one token and compare", margin=(10, 10, 14, 10))
         self.compare_position = pn.widgets.IntInput.from_param(p.compare_position, label="position", width=90)
         self.compare_token = pn.widgets.Select(label="new token", options=list(slm.LESSON_VOCAB), width=110,
                                                value=state.compare_token)
