@@ -7,16 +7,18 @@ panel, bokeh, param, slm and playground, so the same file runs in CPython and in
 from __future__ import annotations
 
 import asyncio
+import html
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import panel as pn
 
-from playground.state import PlaygroundState, sync_url
+from playground.state import URL_PARAMS, PlaygroundState, sync_url
 from playground.views.attention import AttentionView
-from playground.views.common import STYLES, caption, esc, wrap_row
+from playground.views.common import STYLES, caption, esc, title, wrap_row
 from playground.views.generate import GenerateView
 from playground.views.lesson import LessonView
+from playground.views.model_map import ModelMapView
 from playground.views.next_token import NextTokenView
 from playground.views.residual import ResidualView
 from playground.views.tokens import TokenStrip
@@ -26,8 +28,11 @@ pn.extension(raw_css=[STYLES], notifications=False)
 # Each view's class and its label in the view switcher, in the switcher's order. Adding a view is one line here
 # (and its name in state.VIEWS).
 VIEW_CLASSES: dict[str, tuple[type, str]] = {
-    "generate": (GenerateView, "Generate"), "attention": (AttentionView, "Attention"),
-    "residual": (ResidualView, "Residual stream"), "next": (NextTokenView, "Next token"),
+    "map": (ModelMapView, "Model map"),
+    "generate": (GenerateView, "Generate"),
+    "attention": (AttentionView, "Attention"),
+    "residual": (ResidualView, "Residual stream"),
+    "next": (NextTokenView, "Next token"),
     "lesson": (LessonView, "Lesson"),
 }
 
@@ -106,6 +111,7 @@ class Playground:
         self.announce = pn.pane.HTML("", margin=0, sizing_mode="stretch_width", css_classes=["pg-status"])
         state.param.watch(self._on_generating_announce, "generating")
 
+        self._build_share()
         self.tokens = TokenStrip(state)
         self.switcher = pn.widgets.RadioBoxGroup(
             options={label: name for name, (_, label) in VIEW_CLASSES.items()}, value=state.view,
@@ -119,7 +125,67 @@ class Playground:
         self._hidden_task: asyncio.Future | None = None
         self._layout()
 
+    def _build_share(self) -> None:
+        """"Copy link" (the whole state as a URL) and "Copy embed code" (an iframe of the current view), for
+        instructors. The text is also shown in labelled fields, to copy by hand where a page forbids scripts."""
+        self.share_link = pn.widgets.TextInput(label="Link to this state", sizing_mode="stretch_width",
+                                               min_width=240, styles={"flex": "1 1 420px"})
+        self.share_embed = pn.widgets.TextAreaInput(label="Embed code for this view", rows=3, min_width=240,
+                                                    sizing_mode="stretch_width", styles={"flex": "1 1 420px"})
+        buttons = []
+        for label, field in (("Copy link", self.share_link), ("Copy embed code", self.share_embed)):
+            button = pn.widgets.Button(label=label, color="primary", variant="outline", width=160,
+                                       css_classes=["pg-press"], align="end")
+            # In the browser: the clipboard is the page's, not Python's.
+            button.js_on_click(args={"field": field}, code="navigator.clipboard.writeText(field.value)")
+            buttons.append(button)
+        self.copy_link, self.copy_embed = buttons
+        self.chart_format = pn.pane.HTML("", margin=(4, 10), sizing_mode="stretch_width")
+        self.share = pn.Column(
+            title("Share, save, embed"),
+            caption("Every chart has a save button (PNG) above it and a “Download the numbers (CSV)” button "
+                    "below. The link restores everything on this page; the embed code shows the current view "
+                    "alone, e.g. in a course page."),
+            wrap_row(self.share_link, self.copy_link), wrap_row(self.share_embed, self.copy_embed),
+            self.chart_format,
+            sizing_mode="stretch_width", margin=(20, 0, 10, 0))
+        self.state.param.watch(self._update_share, list(URL_PARAMS))
+        self._update_share()
+
+    def share_urls(self) -> tuple[str, str]:
+        """The link to this state and the URL of its embedded view: absolute when the page's address is known.
+        The static site's embedded page is embed.html beside index.html; `panel serve` embeds with embed=1."""
+        location = pn.state.location
+        origin, path = "", ""
+        if location is not None and location.hostname:
+            port = f":{location.port}" if location.port else ""
+            origin, path = f"{location.protocol}//{location.hostname}{port}", location.pathname or ""
+        link = f"{origin}{path}?{self.state.share_query()}"
+        if path.endswith((".html", "/")):
+            embed = f"{origin}{path.rsplit('/', 1)[0]}/embed.html?{self.state.share_query(embed=1)}"
+        else:
+            embed = f"{origin}{path}?{self.state.share_query(embed=1)}"
+        return link, embed
+
+    def _update_share(self, *_: object) -> None:
+        link, embed = self.share_urls()
+        label = VIEW_CLASSES[self.state.view][1]
+        self.share_link.value = link
+        other = "png" if self.state.charts == "svg" else "svg"
+        self.chart_format.object = (
+            f"<p class='pg-summary'>The save buttons write {self.state.charts.upper()} files. "
+            f"<a href='?{html.escape(self.state.share_query(charts=other))}'>Reload with charts that save as "
+            f"{other.upper()}</a>.</p>")
+        self.share_embed.value = (f'<iframe src="{html.escape(embed)}" width="100%" height="640" '
+                                  f'style="border:0; max-width:960px" loading="lazy" '
+                                  f'title="Transformer playground: {label}"></iframe>')
+
     def _view_built(self, name: str, view: Any) -> None:
+        if self.state.charts == "svg":
+            # Bokeh's save tool writes what the chart is drawn with, and a chart's backend cannot change once
+            # drawn: the page is opened with charts=svg instead (the share section links to it).
+            for pane in view.panel.select(pn.pane.Bokeh):
+                pane.object.output_backend = "svg"
         view.panel.visible = name == self.state.view
         self.content.append(view.panel)
 
@@ -180,7 +246,7 @@ class Playground:
                 pn.pane.HTML("<h1 class='pg-title pg-h1'>Transformer playground</h1>", margin=(0, 10)),
                 caption(INTRO), self.prompt_bar,
                 caption("The prompt as tokens: choose one (click, tap, or the arrow keys) to select its position."),
-                self.tokens.panel, self.switcher, self.content, self.announce,
+                self.tokens.panel, self.switcher, self.content, self.share, self.announce,
             ]
             self.root.css_classes = ["pg-root"]
 

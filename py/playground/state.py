@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import urllib.parse
 from typing import Any
 
 import numpy as np
@@ -20,7 +21,7 @@ import slm
 from . import analysis
 from .models import END, LESSON_CHOICES, PromptTokens, default_model_name, encode_prompt, load_model
 
-VIEWS = ("generate", "attention", "residual", "next", "lesson")
+VIEWS = ("map", "generate", "attention", "residual", "next", "lesson")  # the first is the landing view
 DEFAULT_PROMPTS = {"shipped": "the cat chased the dogs because they were", "lesson": "the cat was tired"}
 # What the referent head's hint offers when the prompt has no pronoun in it.
 REFERENT_EXAMPLE = "the cat chased the dogs because they were"
@@ -38,6 +39,7 @@ URL_PARAMS = {
     "positions": "positions", "causal": "causal", "n_heads": "heads", "n_kv_heads": "kv_heads",
     "activation": "activation",
     "ablate": "ablate", "compare": "compare", "compare_position": "compare_pos", "compare_token": "compare_token",
+    "charts": "charts",
 }
 
 
@@ -53,8 +55,10 @@ class PlaygroundState(param.Parameterized):
     layer = param.Integer(default=0, bounds=(0, None), doc="The layer of the head shown large")
     head = param.Integer(default=0, bounds=(0, None), doc="The head shown large")
     position = param.Integer(default=-1, bounds=(-1, None), doc="Selected token position (-1 = the last one)")
-    view = param.Selector(default="generate", objects=list(VIEWS), doc="The open view")
+    view = param.Selector(default=VIEWS[0], objects=list(VIEWS), doc="The open view")
     embed = param.Boolean(default=False, doc="Show only the chosen view (for an iframe)")
+    charts = param.Selector(default="png", objects=["png", "svg"],
+                            doc="What a chart's save button writes: Bokeh draws the charts as SVG for 'svg'")
     # the lesson model's architecture switches
     norm_placement = param.Selector(default="pre", objects=list(LESSON_CHOICES["norm_placement"]))
     norm = param.Selector(default="layer", objects=list(LESSON_CHOICES["norm"]))
@@ -258,6 +262,17 @@ class PlaygroundState(param.Parameterized):
             self.prompt = f"{self.prompt} {self.continuation_text()}".strip()
 
     # ---- URL ----
+
+    def share_query(self, **overrides: Any) -> str:
+        """The query string that restores this state: every URL parameter that differs from its default, the
+        view always, then `overrides` (e.g. embed=1). What "Copy link" and "Copy embed code" hand out."""
+        values = {}
+        for name, key in URL_PARAMS.items():
+            value = getattr(self, name)
+            if name in ("view", "model_name") or value != self.param[name].default:
+                values[key] = int(value) if isinstance(value, bool) else value
+        values.update(overrides)
+        return urllib.parse.urlencode(values)
 
     def apply_url_values(self, values: dict[str, Any]) -> None:
         """Apply values read from a URL one by one, coercing what can be coerced (e.g. embed=1) and skipping

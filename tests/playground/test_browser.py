@@ -76,7 +76,9 @@ def open_app(page, app_url: str, query: str = "") -> None:
     page.goto(f"{app_url}{'?' + query if query else ''}")
     page.wait_for_selector(".pg-title", state="attached", timeout=20_000)
     page.wait_for_function("() => window.Bokeh && Bokeh.index && Bokeh.index.roots.length > 0")
-    page.wait_for_timeout(500)
+    if "embed=1" not in query:
+        wait_for_every_view(page)  # the views built after the first render have reached the page
+    page.wait_for_timeout(300)
 
 
 def tab(page, name: str):
@@ -331,9 +333,9 @@ def test_trained_model_generate_then_analyse(page, app_url):
 
 def test_clicking_a_token_selects_its_position(page, app_url):
     open_app(page, app_url, "model=lesson&view=residual&prompt=the+cat+was+tired")
-    page.get_by_text("Position 4 (“tired”)").wait_for(timeout=5_000)  # the last token until one is clicked
+    page.get_by_text("Position 4 (“tired”) predicts next").wait_for(timeout=5_000)  # the last token at first
     choose_token(page, 2)
-    page.get_by_text("Position 2 (“cat”)").wait_for(timeout=5_000)
+    page.get_by_text("Position 2 (“cat”) predicts next").wait_for(timeout=5_000)
     page.wait_for_function("() => location.search.includes('pos=2')", timeout=5_000)
     page.screenshot(path=ARTIFACTS / "token_click_residual.png", full_page=True)
     tab(page, "Attention").check()
@@ -390,6 +392,13 @@ OVERFLOW = "() => document.scrollingElement.scrollWidth - innerWidth"
 def screen_context(browser, screen: str):
     width, height, touch = SCREENS[screen]
     return browser.new_context(viewport={"width": width, "height": height}, has_touch=touch, is_mobile=touch)
+
+
+def new_page(context):
+    page = context.new_page()
+    page.errors = []
+    page.on("pageerror", lambda error: page.errors.append(str(error)))
+    return page
 
 
 def overlapping(controls: list[dict]) -> list[tuple[str, str]]:
@@ -504,3 +513,168 @@ def test_axe_finds_nothing_serious_in_any_view(browser, app_url, screen):
     (ARTIFACTS / f"axe-{screen}.json").write_text(json.dumps(report, indent=1))
     context.close()
     assert serious == [], serious
+
+
+# ---- keyboard only; touch ----
+
+FOCUSED = """
+() => {
+  let el = document.activeElement;
+  while (el && el.shadowRoot && el.shadowRoot.activeElement) el = el.shadowRoot.activeElement;
+  if (!el) return null;
+  const label = el.closest('label');
+  const style = getComputedStyle(label && el.type === 'radio' ? label : el);
+  return {tag: el.tagName, type: el.type || '', checked: !!el.checked,
+          text: ((label ? label.innerText : el.innerText) || el.value || '').replaceAll('\\u200b', '').trim(),
+          outline: style.outlineStyle !== 'none' && parseFloat(style.outlineWidth) >= 2};
+}
+"""
+COUNT_H2 = """
+() => { let n = 0; const walk = (root) => { for (const el of root.querySelectorAll('*')) {
+  if (el.tagName === 'H2') n += 1; if (el.shadowRoot) walk(el.shadowRoot); } }; walk(document); return n; }
+"""
+# Every pointer event the page sees, counted (captured on window, so those inside shadow roots count too).
+COUNT_POINTER = """
+() => { window.__pointer = 0;
+  for (const type of ['mousedown', 'mouseup', 'mousemove', 'pointerdown', 'pointermove', 'touchstart', 'wheel'])
+    window.addEventListener(type, () => { window.__pointer += 1; }, true); }
+"""
+
+
+def wait_for_every_view(page) -> None:
+    from playground.state import VIEWS
+
+    page.wait_for_function(f"() => ({COUNT_H2})() >= {len(VIEWS)}", timeout=15_000)
+
+
+def tab_to(page, matches, shift: bool = False, limit: int = 80) -> dict:
+    """Press Tab (or Shift+Tab) until the focused element satisfies `matches`; returns it."""
+    for _ in range(limit):
+        page.keyboard.press("Shift+Tab" if shift else "Tab")
+        focused = page.evaluate(FOCUSED)
+        if focused and matches(focused):
+            return focused
+    raise AssertionError(f"Tab never reached the element (last focus: {page.evaluate(FOCUSED)})")
+
+
+def test_keyboard_alone_selects_a_token_a_view_a_head_and_generates(browser, app_url):
+    """Page load → token 3 selected → attention view → layer 1 head 2 enlarged → 5 tokens generated, with the
+    keyboard only (no pointer event reaches the page), and every focused control shows a focus outline."""
+    context = screen_context(browser, "laptop")
+    page = new_page(context)
+    open_app(page, app_url, "model=shipped&max_new_tokens=5&temperature=0")
+    wait_for_every_view(page)  # the views built after the first render have arrived: the page is settled
+    page.evaluate(COUNT_POINTER)
+    # The token strip: one Tab stop (the chosen token, the last one), then the arrow keys.
+    focused = tab_to(page, lambda f: f["type"] == "radio" and f["text"].startswith("were"))
+    assert focused["checked"] and focused["outline"]
+    for _ in range(5):
+        page.keyboard.press("ArrowLeft")
+    page.wait_for_function("() => location.search.includes('pos=3')", timeout=10_000)
+    assert page.evaluate(FOCUSED)["text"].startswith("chased")
+    # The view switcher: the next Tab stop; arrows move between views.
+    focused = tab_to(page, lambda f: f["type"] == "radio" and f["text"] == "Model map")
+    while page.evaluate(FOCUSED)["text"] != "Attention":
+        page.keyboard.press("ArrowRight")
+    page.wait_for_function("() => location.search.includes('view=attention')", timeout=5_000)
+    # A head of the grid: its name is a button.
+    focused = tab_to(page, lambda f: f["tag"] == "BUTTON" and f["text"] == "layer 1 · head 2")
+    assert focused["outline"]
+    page.keyboard.press("Enter")
+    page.get_by_text("layer 1 · head 2, large").wait_for(timeout=5_000)
+    page.wait_for_function("() => location.search.includes('layer=1') && location.search.includes('head=2')",
+                           timeout=5_000)
+    page.wait_for_function(f"() => ({SELECTED_ROW})('attention-large') === 3", timeout=5_000)
+    # Back up to Generate, and press it.
+    focused = tab_to(page, lambda f: f["tag"] == "BUTTON" and f["text"] == "Generate", shift=True)
+    assert focused["outline"]
+    page.keyboard.press("Enter")
+    # The live region announces the end of the generation.
+    page.get_by_role("status").filter(has_text="Generated 5 tokens").wait_for(state="attached", timeout=15_000)
+    page.screenshot(path=ARTIFACTS / "keyboard_only.png", full_page=True)
+    assert page.evaluate("() => window.__pointer") == 0
+    assert not page.errors
+    context.close()
+
+
+def tap_point(page, name: str, x: float, y: float) -> tuple[float, float]:
+    return page.evaluate(f"""([name, x, y]) => {{
+      const view = ({FIND_VIEW})(name);
+      const box = view.el.getBoundingClientRect();
+      return [box.left + view.frame.x_scale.compute(x), box.top + view.frame.y_scale.compute(y)];
+    }}""", [name, x, y])
+
+
+def test_touch_taps_a_map_node_and_reads_a_heatmap_cell(browser, app_url):
+    """On a phone: the landing view is the model map; tapping a head's node opens it in the attention view;
+    tapping a cell of the large heatmap writes its weight under it (there is no hover on a touch screen)."""
+    context = screen_context(browser, "phone")
+    page = new_page(context)
+    open_app(page, app_url, "model=lesson&prompt=the+dog+lay")
+    assert tab(page, "Model map").is_checked()
+    data = page.evaluate(f"""() => {{
+      const data = ({FIND_VIEW})('model-map').model.renderers.find((r) => r.name === 'nodes').data_source.data;
+      const get = (k) => Array.from(data instanceof Map ? data.get(k) : data[k]);
+      return {{name: get('name'), x: get('x'), y: get('y')}};
+    }}""")
+    i = data["name"].index("L0.H1")
+    page.evaluate(f"() => ({FIND_VIEW})('model-map').el.scrollIntoView({{block: 'center'}})")
+    x, y = tap_point(page, "model-map", data["x"][i], data["y"][i])
+    page.screenshot(path=ARTIFACTS / "touch_map.png")
+    page.touchscreen.tap(x, y)
+    page.get_by_text("layer 0 · head 1, large").wait_for(timeout=5_000)
+    assert tab(page, "Attention").is_checked()
+    page.evaluate(f"() => ({FIND_VIEW})('attention-large').el.scrollIntoView({{block: 'center'}})")
+    x, y = tap_point(page, "attention-large", 1, 2)  # key "the" (column 1), query "dog" (row 2)
+    page.touchscreen.tap(x, y)
+    weight = PlaygroundState(model_name="lesson", prompt="the dog lay").trace.layers[0].attention[1, 2, 1]
+    page.get_by_text(f"Query “dog” (position 2) → key “the” (position 1): weight {weight:.4f}").wait_for(
+        timeout=5_000)
+    page.screenshot(path=ARTIFACTS / "touch_cell.png", full_page=True)
+    assert not page.errors
+    context.close()
+
+
+# ---- for instructors ----
+
+def test_copy_link_embed_code_csv_and_chart_files(browser, app_url):
+    """"Copy link" puts the state's URL on the clipboard and it restores the page; "Copy embed code" an iframe of
+    the view; the CSV button downloads the numbers; the save button writes a PNG, or an SVG with charts=svg."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True,
+                                  permissions=["clipboard-read", "clipboard-write"])
+    page = new_page(context)
+    open_app(page, app_url, "model=lesson&prompt=the+cat+was+tired&view=residual&pos=2")
+    page.get_by_role("button", name="Copy link").click()
+    page.wait_for_function("() => navigator.clipboard.readText().then((t) => t.includes('view=residual'))",
+                           timeout=5_000)
+    link = page.evaluate("navigator.clipboard.readText()")
+    assert link.startswith(app_url + "?") and "pos=2" in link and "prompt=the+cat+was+tired" in link
+    page.get_by_role("button", name="Copy embed code").click()
+    page.wait_for_function("() => navigator.clipboard.readText().then((t) => t.startsWith('<iframe'))",
+                           timeout=5_000)
+    assert "embed=1" in page.evaluate("navigator.clipboard.readText()")
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Download the numbers (CSV)").click()
+    csv_text = Path(download.value.path()).read_text()
+    expected = PlaygroundState(model_name="lesson", prompt="the cat was tired", position=2)
+    from playground import analysis
+
+    result = analysis.attribution(expected.model, expected.trace, 2)
+    assert f"L0.H1,{result.values[result.names.index('L0.H1')]:.6g}" in csv_text
+    with page.expect_download() as download:
+        page.get_by_title("Save").first.click()
+    assert download.value.suggested_filename.endswith(".png")
+    assert Path(download.value.path()).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # The link restores the page; its "charts that save as SVG" link makes the save button write SVG.
+    open_app(page, link.split("?")[0], link.split("?")[1])
+    assert tab(page, "Residual stream").is_checked()
+    page.get_by_role("link", name="Reload with charts that save as SVG").click()
+    page.wait_for_function("() => location.search.includes('charts=svg')", timeout=10_000)
+    page.wait_for_selector(".pg-title", state="attached", timeout=20_000)
+    page.wait_for_timeout(1000)
+    with page.expect_download() as download:
+        page.get_by_title("Save").first.click()
+    assert download.value.suggested_filename.endswith(".svg")
+    assert b"<svg" in Path(download.value.path()).read_bytes()[:400]
+    assert not page.errors
+    context.close()

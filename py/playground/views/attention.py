@@ -20,12 +20,13 @@ from .common import (
     MASKED_FILL,
     MASKED_HATCH,
     WEIGHT_PALETTE,
+    Numbers,
     caption,
     esc,
     label_axis,
     patches_bokeh,
+    save_tool,
     small_figure,
-    text_alternative,
     title,
     wrap_row,
 )
@@ -98,17 +99,21 @@ class AttentionView:
     def __init__(self, state: PlaygroundState) -> None:
         self.state = state
         self.mapper = LinearColorMapper(palette=WEIGHT_PALETTE, low=0.0, high=1.0)
+        self.numbers = Numbers("attention")
         self.x_range, self.y_range = Range1d(-0.5, 0.5), Range1d(0.5, -0.5)  # y flipped: position 0 on top
         self.large = Heatmap(self.mapper, Range1d(-0.5, 0.5), Range1d(0.5, -0.5), 420, large=True)
         self.large.fig.name = "attention-large"  # a stable handle for the browser tests
+        save_tool(self.large.fig, "attention-head")
         # A tap (or click) on a cell of the large heatmap writes its value here: touch screens have no hover.
         self.large.fig.on_event(Tap, self._on_cell_tap)
         self.large_title = title("", level=3)
         self.layers_pane = pn.Column(sizing_mode="stretch_width", margin=0)
+        self.grid_text = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width")
+        self.grid = pn.Column(title("Every head", level=3), self.layers_pane, self.grid_text,
+                              sizing_mode="stretch_width", max_width=820)
         self.large_pane = pn.pane.Bokeh(self.large.fig, margin=(0, 10), sizing_mode="stretch_width")
         self.readout = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width", min_height=24)
         self.large_text = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width")
-        self.grid_text = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width")
         self.hint_text = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width")
         self.hint_button = pn.widgets.Button(label="", color="primary", variant="outline",
                                              margin=(0, 10, 8, 24), css_classes=["pg-press"])
@@ -124,8 +129,6 @@ class AttentionView:
         pn.bind(self.select_head, state.param.layer, state.param.head, watch=True)
         pn.bind(self.select_position, state.param.position, watch=True)
         self.update()
-        grid = pn.Column(title("Every head", level=3), self.layers_pane, self.grid_text,
-                         sizing_mode="stretch_width", styles={"flex": "1 1 340px"}, max_width=820)
         large = pn.Column(wrap_row(self.large_title, head_select), self.large_pane, self.readout, self.large_text,
                           sizing_mode="stretch_width", styles={"flex": "1 1 420px"}, max_width=760)
         self.panel = pn.Column(
@@ -136,8 +139,8 @@ class AttentionView:
                     "masked: under the causal mask a token may not look at tokens that come after it. Choose a "
                     "head's name to see it large; hover or tap a cell for its weight. The outlined row is the "
                     "selected token."),
-            self.hint, wrap_row(grid, large, styles={"flex-wrap": "wrap", "align-items": "flex-start"}),
-            name="Attention", sizing_mode="stretch_width",
+            self.hint, wrap_row(self.grid, large, styles={"flex-wrap": "wrap", "align-items": "flex-start"}),
+            self.numbers.button, name="Attention", sizing_mode="stretch_width",
         )
 
     # ---- building (only when the model's shape changes) ----
@@ -161,6 +164,9 @@ class AttentionView:
             # One row per layer: on a wide screen all heads of a layer side by side, on a phone they wrap.
             layers.append(wrap_row(*cells, styles={"flex-wrap": "wrap"}))
         self.layers_pane.objects = layers
+        # The grid asks for the width of a whole layer in one row (the large head goes beside it if there is
+        # room, else below), and shrinks on a phone, where the heads wrap.
+        self.grid.styles = {"flex": f"0 1 {n_heads * (size + 8) + 24}px"}
         self.head_select.options = {f"layer {i} · head {j}": (i, j) for i in range(n_layers) for j in range(n_heads)}
         self.shape = (n_layers, n_heads)
 
@@ -247,7 +253,8 @@ class AttentionView:
         header = ["query \\ key"] + [f"{k} {label}" for k, label in enumerate(labels)]
         rows = [[f"{q} {labels[q]}"] + ["masked" if masked[q, k] else float(weights[q, k])
                                         for k in range(len(labels))] for q in range(len(labels))]
-        self.large_text.object = text_alternative(summary, "Show every weight of this head", header, rows)
+        self.large_text.object = self.numbers.record("selected head", summary, "Show every weight of this head",
+                                                     header, rows)
 
     def _update_grid_text(self) -> None:
         """The small multiples as text: for the selected token, the key each head reads most."""
@@ -260,7 +267,7 @@ class AttentionView:
             rows.append([f"layer {i} · head {j}", f"{key} {labels[key]}", float(weights[key])])
         summary = (f"{len(rows)} heads. For “{esc(labels[position])}” (position {position}), the table lists the "
                    "token each head reads most.")
-        self.grid_text.object = text_alternative(summary, "Show what every head reads",
+        self.grid_text.object = self.numbers.record("every head", summary, "Show what every head reads",
                                                  ["head", "reads most", "weight"], rows)
 
     @patches_bokeh

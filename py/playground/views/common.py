@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import csv
 import functools
 import html
+import io
 from collections.abc import Callable
 from typing import Any
 
 import panel as pn
-from bokeh.models import FixedTicker
+from bokeh.models import FixedTicker, SaveTool
 from bokeh.palettes import Viridis256
 from bokeh.plotting import figure
 
@@ -88,6 +90,43 @@ class WrapRow(pn.Row):
     for a container without a direction."""
 
     _direction = None
+
+
+class Numbers:
+    """The numbers behind a view's charts, table by table, as its text alternatives show them: `record()` keeps
+    a table and returns its text alternative; `button` downloads them all as one CSV file (a blank line and the
+    table's name between tables)."""
+
+    def __init__(self, view_name: str) -> None:
+        self.tables: dict[str, tuple[list[str], list[list[object]]]] = {}
+        self.button = pn.widgets.FileDownload(
+            callback=self.csv, filename=f"playground-{view_name}.csv", label="Download the numbers (CSV)",
+            variant="outline", color="primary", width=240, margin=(4, 10), css_classes=["pg-press"])
+
+    def record(self, key: str, summary: str, label: str, header: list[str], rows: list[list[object]]) -> str:
+        self.tables[key] = (header, rows)
+        return text_alternative(summary, label, header, rows)
+
+    def csv(self) -> io.StringIO:
+        out = io.StringIO()
+        writer = csv.writer(out)
+        for i, (key, (header, rows)) in enumerate(self.tables.items()):
+            if i:
+                writer.writerow([])
+            writer.writerow([f"# {key}"])
+            writer.writerow(header)
+            writer.writerows([[f"{v:.6g}" if isinstance(v, float) else v for v in row] for row in rows])
+        out.seek(0)
+        return out
+
+
+def save_tool(fig: figure, filename: str) -> figure:
+    """Let a chart be saved (Bokeh's save tool, in a toolbar above the chart; nothing else in it): as a PNG, or
+    as an SVG when the page draws its charts as SVG (`charts=svg`, Playground.use_chart_format)."""
+    fig.add_tools(SaveTool(filename=filename))
+    fig.toolbar_location = "above"
+    fig.toolbar.logo = None
+    return fig
 
 
 def wrap_row(*objects: Any, **params: Any) -> WrapRow:

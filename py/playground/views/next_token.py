@@ -9,7 +9,7 @@ from bokeh.transform import dodge
 
 from .. import analysis
 from ..state import PlaygroundState
-from .common import NEGATIVE, POSITIVE, caption, esc, patches_bokeh, small_figure, text_alternative, title
+from .common import NEGATIVE, POSITIVE, Numbers, caption, esc, patches_bokeh, save_tool, small_figure, title
 
 TOP_K = 10
 SINGLE_HEIGHT = 0.7  # bar height (in category units) when the model's bars are alone
@@ -19,6 +19,7 @@ PAIR_HEIGHT, PAIR_OFFSET = 0.34, 0.18  # side by side with the ablated bars
 class NextTokenView:
     def __init__(self, state: PlaygroundState) -> None:
         self.state = state
+        self.numbers = Numbers("next-token")
         self.source = ColumnDataSource(data=dict(token=[], prob=[], ablated=[], prob_text=[]))
         fig = small_figure(sizing_mode="stretch_width", min_width=280, max_width=720, height=320,
                            y_range=FactorRange(), x_range=(0, 1), title="", name="next-token")
@@ -44,7 +45,7 @@ class NextTokenView:
                                     LegendItem(label="with the head removed", renderers=[self.ablated_bars])],
                              location="bottom_right", label_text_font_size="11px")
         fig.add_layout(self.legend)
-        self.fig = fig
+        self.fig = save_tool(fig, "next-token")
         # `ablate` is a string in the state (so a URL can carry it); its choices depend on the model's shape.
         self.ablate = pn.widgets.Select(label="Remove a head (ablation)", options=["none"], value="none", width=200)
         self.ablate.param.watch(lambda event: setattr(state, "ablate", event.new), "value")
@@ -58,7 +59,7 @@ class NextTokenView:
                     f"{TOP_K} most likely; from <code>softmax(logits)</code>). Remove a head to zero its "
                     "<code>head_out</code> write and watch the probabilities move."),
             self.ablate, self.summary, pn.pane.Bokeh(fig, margin=(0, 10), sizing_mode="stretch_width"),
-            self.text,
+            self.text, self.numbers.button,
             name="Next token", sizing_mode="stretch_width",
         )
 
@@ -90,7 +91,7 @@ class NextTokenView:
         if has_ablation:
             header.append(f"without {state.ablate}")
             rows = [[*row, float(a)] for row, a in zip(rows, ablated, strict=True)]
-        self.text.object = text_alternative(
+        self.text.object = self.numbers.record("next token",
             f"After “{esc(label)}” (position {position}) the most likely next token is “{esc(tokens[0])}” "
             f"({top[0]:.2f}), then “{esc(tokens[1])}” ({top[1]:.2f}).", f"Show the {len(tokens)} most likely tokens",
             header, rows)

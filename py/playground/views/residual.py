@@ -14,11 +14,12 @@ from .common import (
     NEUTRAL,
     POSITIVE,
     WEIGHT_PALETTE,
+    Numbers,
     caption,
     esc,
     patches_bokeh,
+    save_tool,
     small_figure,
-    text_alternative,
     title,
     wrap_row,
 )
@@ -29,10 +30,12 @@ MAX_COORDINATES = 8  # per-coordinate bars only make sense for a model this narr
 class ResidualView:
     def __init__(self, state: PlaygroundState) -> None:
         self.state = state
+        self.numbers = Numbers("residual")
         # 1. direct logit attribution
         self.attr_source = ColumnDataSource(data=dict(name=[], value=[], color=[]))
         self.attr_fig = small_figure(sizing_mode="stretch_width", min_width=280, max_width=900, height=300,
                                      y_range=FactorRange(), title="", name="residual-attribution")
+        save_tool(self.attr_fig, "direct-contributions")
         self.attr_fig.hbar(y="name", right="value", height=0.7, color="color", source=self.attr_source)
         self.attr_fig.add_tools(HoverTool(tooltips=[("component", "@name"), ("contribution", "@value{0.0000}")]))
         self.attr_fig.xaxis.axis_label = "direct contribution to the logit"
@@ -45,6 +48,7 @@ class ResidualView:
         self.norm_source = ColumnDataSource(data=dict(stage=[], norm=[]))
         self.norm_fig = small_figure(sizing_mode="stretch_width", min_width=280, max_width=520, height=230,
                                      x_range=FactorRange(), title="‖residual‖ after each step")
+        save_tool(self.norm_fig, "residual-norms")
         self.norm_fig.vbar(x="stage", top="norm", width=0.7, color=NEUTRAL, source=self.norm_source)
         self.norm_fig.add_tools(HoverTool(tooltips=[("after", "@stage"), ("norm", "@norm{0.0000}")]))
         self.norm_fig.xaxis.major_label_orientation = 0.8
@@ -54,6 +58,7 @@ class ResidualView:
                                      x_range=FactorRange(), y_range=FactorRange("top token"),
                                      title="Logit lens: the top token after each step")
         mapper = LinearColorMapper(palette=WEIGHT_PALETTE, low=0, high=1)
+        save_tool(self.lens_fig, "logit-lens")
         self.lens_fig.rect("stage", "row", 0.95, 0.9, source=self.lens_source,
                            fill_color={"field": "prob", "transform": mapper}, line_color=None)
         self.lens_fig.text("stage", "row", text="token", source=self.lens_source, text_align="center",
@@ -66,6 +71,7 @@ class ResidualView:
         self.coord_source = ColumnDataSource(data=dict(step=[], value=[], color=[], label=[]))
         self.coord_fig = small_figure(sizing_mode="stretch_width", min_width=280, max_width=900, height=240,
                                       x_range=FactorRange(), title="")
+        save_tool(self.coord_fig, "residual-coordinates")
         self.coord_fig.vbar(x="step", top="value", width=0.85, color="color", source=self.coord_source)
         self.coord_fig.add_tools(HoverTool(tooltips=[("", "@label"), ("value", "@value{0.0000}")]))
         self.coord_fig.xaxis.major_label_orientation = 0.0
@@ -97,7 +103,7 @@ class ResidualView:
                                    styles={"flex": "1 1 300px"}),
                      styles={"flex-wrap": "wrap"}),
             self.steps_text,
-            self.coord_pane, name="Residual stream", sizing_mode="stretch_width",
+            self.coord_pane, self.numbers.button, name="Residual stream", sizing_mode="stretch_width",
         )
 
     @patches_bokeh
@@ -129,7 +135,7 @@ class ResidualView:
                                    f"“{esc(predicted)}” ({trace.probs[position, result.target]:.4f})</h3>")
             order = np.argsort(-np.abs(result.values), kind="stable")
             top = ", ".join(f"{esc(result.names[i])} ({result.values[i]:+.2f})" for i in order[:3])
-            self.attr_text.object = text_alternative(
+            self.attr_text.object = self.numbers.record("direct contributions",
                 f"The logit of “{esc(predicted)}” is the sum of {len(result.names)} direct contributions, "
                 f"{result.values.sum():.2f} in all; the largest: {top}.", "Show every contribution",
                 ["component", "contribution"],
@@ -142,7 +148,7 @@ class ResidualView:
         self.lens_source.data = dict(stage=lens_stages, row=["top token"] * len(lens_stages), token=tokens,
                                      prob=probs, text_color=["black" if p > 0.55 else "white" for p in probs])
         lens_at = dict(zip(lens_stages, zip(tokens, probs, strict=True), strict=True))
-        self.steps_text.object = text_alternative(
+        self.steps_text.object = self.numbers.record("after each step",
             f"The residual's length goes from {norms[0]:.2f} to {norms[-1]:.2f}; stopped after "
             f"{esc(lens_stages[0])} it would predict “{esc(tokens[0])}”, after {esc(lens_stages[-1])} "
             f"“{esc(tokens[-1])}” ({probs[-1]:.2f}).", "Show the length and top token after each step",
@@ -166,7 +172,7 @@ class ResidualView:
             step=factors, value=values, color=[POSITIVE if v >= 0 else NEGATIVE for v in values],
             label=[f"{step}[{coord}]" for step, coord in factors],
         )
-        self.coord_text.object = text_alternative(
+        self.coord_text.object = self.numbers.record("coordinates",
             f"The residual row at position {position}, {d} numbers, after each of {len(steps)} steps.",
             "Show every coordinate", ["step", *(f"d{c}" for c in range(d))],
             [[step, *(float(v) for v in row)] for step, row in steps])
