@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import panel as pn
+from bokeh.models import SaveTool
 
 from playground.state import URL_PARAMS, PlaygroundState, sync_url
 from playground.views.attention import AttentionView
@@ -136,8 +137,11 @@ class Playground:
         for label, field in (("Copy link", self.share_link), ("Copy embed code", self.share_embed)):
             button = pn.widgets.Button(label=label, color="primary", variant="outline", width=160,
                                        css_classes=["pg-press"], align="end")
-            # In the browser: the clipboard is the page's, not Python's.
+            # In the browser: the clipboard is the page's, not Python's. BokehJS compiles a CustomJS with `new
+            # Function`, which the static site's Content Security Policy (no 'unsafe-eval') refuses: there the
+            # buttons would only raise an error, so they are left out and the fields are copied by hand.
             button.js_on_click(args={"field": field}, code="navigator.clipboard.writeText(field.value)")
+            button.visible = not pn.state._is_pyodide
             buttons.append(button)
         self.copy_link, self.copy_embed = buttons
         self.chart_format = pn.pane.HTML("", margin=(4, 10), sizing_mode="stretch_width")
@@ -181,10 +185,13 @@ class Playground:
                                   f'title="Transformer playground: {label}"></iframe>')
 
     def _view_built(self, name: str, view: Any) -> None:
-        if self.state.charts == "svg":
-            # Bokeh's save tool writes what the chart is drawn with, and a chart's backend cannot change once
-            # drawn: the page is opened with charts=svg instead (the share section links to it).
-            for pane in view.panel.select(pn.pane.Bokeh):
+        for pane in view.panel.select(pn.pane.Bokeh):
+            # The toolbar shows only the save button: hover and tap work without theirs.
+            for tool in pane.object.tools:
+                tool.visible = isinstance(tool, SaveTool)
+            if self.state.charts == "svg":
+                # Bokeh's save tool writes what the chart is drawn with, and a chart's backend cannot change once
+                # drawn: the page is opened with charts=svg instead (the share section links to it).
                 pane.object.output_backend = "svg"
         view.panel.visible = name == self.state.view
         self.content.append(view.panel)
@@ -278,6 +285,10 @@ def create_app(*, build_hidden_on_load: bool = True) -> Playground:
     The views of the hidden tabs are built after the first render: on the document's load event by default (what
     `panel serve` needs), or, with ``build_hidden_on_load=False``, when the host calls
     ``start_building_hidden()`` (the static site, after 'ready', one view at a time)."""
+    # Panel keeps raw_css per document: in the static site the module (and its pn.extension call) is imported
+    # before the document exists, and the document's own copy would lack the app's styles without this.
+    if STYLES not in pn.config.raw_css:
+        pn.config.raw_css = [*pn.config.raw_css, STYLES]
     state = PlaygroundState()
     sync_url(state)  # the URL's values (view=, embed=, prompt=...) first: then only the view they show is built
     playground = Playground(state)

@@ -237,8 +237,11 @@ class AttentionView:
             selected = (i, j) == (state.layer, state.head)
             heatmap.fig.outline_line_color = "#D55E00" if selected else "#cccccc"
             heatmap.fig.outline_line_width = 3 if selected else 1
-            self.head_buttons[(i, j)].color = "primary" if selected else "light"
-        self.readout.object = ""
+            color = "primary" if selected else "light"
+            if self.head_buttons[(i, j)].color != color:  # a property change costs a patch: only when it changes
+                self.head_buttons[(i, j)].color = color
+        if self.readout.object:
+            self.readout.object = ""  # the tapped cell belonged to the previous head or prompt
         self._update_large_text()
 
     def _update_large_text(self) -> None:

@@ -183,6 +183,7 @@ h3.pg-title { font-size: 1.05rem; }
 .pg-tables { display: flex; flex-wrap: wrap; gap: 0 8px; }
 .pg-scroll { max-width: 100%; overflow-x: auto; }
 .pg-legend { font-size: 12px; color: #555; }
+.pg-group-label { font-size: 13px; color: #222; line-height: 1.2; }
 .pg-visually-hidden { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0);
                       white-space: nowrap; }
 details.pg-numbers { margin: 2px 0 8px 0; font-size: 14px; max-width: 100%; }
@@ -210,7 +211,8 @@ details.pg-numbers summary { cursor: pointer; color: #0b5cab; min-height: 24px; 
 :host(.pg-tokens) label:has(input:focus-visible), :host(.pg-switcher) label:has(input:focus-visible) {
   outline: 3px solid #B34700; outline-offset: 2px; }
 :host(.pg-switcher) .bk-input-group { border-bottom: 2px solid #ccd; gap: 2px; }
-:host(.pg-tokens) .bk-input-group > label, :host(.pg-switcher) .bk-input-group > label { margin: 0 !important; }
+:host(.pg-tokens) .bk-input-group > label, :host(.pg-switcher) .bk-input-group > label { margin: 0 !important;
+                                                                                           position: relative; }
 :host(.pg-switcher) label { display: inline-flex; align-items: center; min-height: 44px; padding: 0 14px;
                             margin: 0; border-radius: 6px 6px 0 0; cursor: pointer; font-size: 15px;
                             color: #333; border: 1px solid transparent; border-bottom: none; }

@@ -155,18 +155,24 @@ def activation_name(activation: str) -> str:
     return {"relu": "ReLU", "gelu": "GELU", "swiglu": "SwiGLU"}.get(activation, activation)
 
 
+def _named(label: str, buttons: pn.widgets.RadioButtonGroup) -> pn.Column:
+    """A button group with its name above it, like the labelled selects beside it (Bokeh draws none)."""
+    return pn.Column(pn.pane.HTML(f"<div class='pg-group-label'>{esc(label)}</div>", margin=(4, 10, 0, 10)),
+                     buttons, margin=0)
+
+
 class LessonView:
     def __init__(self, state: PlaygroundState) -> None:
         self.state = state
         p = state.param
         self.toggles = wrap_row(
-            pn.widgets.RadioButtonGroup.from_param(p.norm_placement, label="norm placement", width=110),
-            pn.widgets.RadioButtonGroup.from_param(p.norm, label="norm", width=110),
+            _named("norm placement", pn.widgets.RadioButtonGroup.from_param(p.norm_placement, width=110)),
+            _named("norm", pn.widgets.RadioButtonGroup.from_param(p.norm, width=110)),
             pn.widgets.Select.from_param(p.positions, label="positions", width=120),
             pn.widgets.Select.from_param(p.n_heads, label="heads", width=70),
             pn.widgets.Select.from_param(p.n_kv_heads, label="kv heads (GQA)", width=110),
-            pn.widgets.RadioButtonGroup.from_param(p.activation, label="FFN activation", width=170,
-                                                   options={"ReLU": "relu", "GELU": "gelu", "SwiGLU": "swiglu"}),
+            _named("FFN activation", pn.widgets.RadioButtonGroup.from_param(
+                p.activation, width=170, options={"ReLU": "relu", "GELU": "gelu", "SwiGLU": "swiglu"})),
             labelled_checkbox(state, "causal", "causal mask", margin=(10, 10, 14, 10)),
         )
         self.toggle_labels = caption("Architecture (re-creates the lesson model from the same seed): norm before "

@@ -100,8 +100,8 @@ class ModelMapView:
                     "under each head, the token it attends to most. Tap or click a node to open its detail."),
             self.heading, self.note,
             # A wide screen puts the numbers beside the picture; a narrow one, below it.
-            wrap_row(pn.pane.Bokeh(fig, margin=(0, 10), sizing_mode="stretch_width", styles={"flex": "1 1 520px"},
-                                   max_width=900),
+            wrap_row(pn.Column(pn.pane.Bokeh(fig, margin=(0, 10), sizing_mode="stretch_width"),
+                               sizing_mode="stretch_width", styles={"flex": "1 1 520px"}, max_width=900),
                      pn.Column(wrap_row(self.part, self.open), self.text, self.numbers.button,
                                sizing_mode="stretch_width",
                                styles={"flex": "1 1 320px"}, max_width=640),
