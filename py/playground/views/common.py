@@ -225,5 +225,6 @@ details.pg-numbers summary { cursor: pointer; color: #0b5cab; min-height: 24px; 
 :host(.pg-press) .bk-btn, :host(.pg-head-button) .bk-btn { min-height: 44px; }
 @media (pointer: coarse) {
   .bk-btn, select.bk-input, input.bk-input { min-height: 44px; }
+  details.pg-numbers summary { padding: 12px 0; }
 }
 """

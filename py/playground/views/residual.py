@@ -27,6 +27,11 @@ from .common import (
 MAX_COORDINATES = 8  # per-coordinate bars only make sense for a model this narrow (the lesson's d = 4)
 
 
+def _flex(basis: int, *objects: object, **params: object) -> pn.Column:
+    """A column that asks for `basis` px in a wrapping row and grows or shrinks from there."""
+    return pn.Column(*objects, sizing_mode="stretch_width", styles={"flex": f"1 1 {basis}px"}, **params)
+
+
 class ResidualView:
     def __init__(self, state: PlaygroundState) -> None:
         self.state = state
@@ -96,13 +101,17 @@ class ResidualView:
             self.heading,
             caption("Which component pushed the predicted token's logit up (blue) or down (orange)? With the "
                     "final norm's scale frozen, the logit is a plain sum of these direct contributions."),
-            self.attr_note, pn.pane.Bokeh(self.attr_fig, margin=(0, 10), sizing_mode="stretch_width"), self.attr_text,
-            wrap_row(pn.pane.Bokeh(self.norm_fig, margin=(0, 10), sizing_mode="stretch_width",
-                                   styles={"flex": "1 1 300px"}),
-                     pn.pane.Bokeh(self.lens_fig, margin=(0, 10), sizing_mode="stretch_width",
-                                   styles={"flex": "1 1 300px"}),
-                     styles={"flex-wrap": "wrap"}),
-            self.steps_text,
+            # Side by side on a wide screen: the contributions, and the stream's length and logit lens.
+            wrap_row(
+                _flex(520, self.attr_note, pn.pane.Bokeh(self.attr_fig, margin=(0, 10), sizing_mode="stretch_width"),
+                      self.attr_text, max_width=900),
+                _flex(520, wrap_row(_flex(280, pn.pane.Bokeh(self.norm_fig, margin=(0, 10),
+                                                             sizing_mode="stretch_width")),
+                                    _flex(280, pn.pane.Bokeh(self.lens_fig, margin=(0, 10),
+                                                             sizing_mode="stretch_width")),
+                                    styles={"flex-wrap": "wrap", "align-items": "flex-start"}),
+                      self.steps_text, max_width=1040),
+                styles={"flex-wrap": "wrap", "align-items": "flex-start"}),
             self.coord_pane, self.numbers.button, name="Residual stream", sizing_mode="stretch_width",
         )
 
