@@ -23,7 +23,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
-# puppeteer-core, which drives Firefox over WebDriver BiDi (tests/site/engines.py), pinned in package-lock.json.
+# puppeteer-core (drives Firefox over WebDriver BiDi, tests/site/engines.py) and axe-core (the accessibility
+# tests), pinned in package-lock.json.
 npm ci --no-fund --no-audit --loglevel=error
 
 python -m ruff check .

@@ -104,3 +104,52 @@ def changed_rows(before: np.ndarray, after: np.ndarray) -> np.ndarray:
     """Per row (position): True when any value differs at all; False only when bit-identical."""
     axes = tuple(range(1, before.ndim))
     return ~np.all(before == after, axis=axes) if axes else before != after
+
+
+class MapNode(NamedTuple):
+    """One part of the forward pass on the model map, at one position."""
+
+    name: str  # as in the attribution: "embed", "pos", "L0.H1", "L0.ffn", "L0.attn.b_o", "norm_f.bias"
+    kind: str  # "embed", "pos", "head", "ffn", "bias", "norm"
+    layer: int  # the block it belongs to (-1 before the first block, n_layers after the last)
+    index: int  # its place in its row (the head's number; 0 for one-node rows)
+    contribution: float  # direct contribution to the predicted token's logit (nan when there is none: post-norm)
+    write: float  # the length of what it adds to the residual stream at the position (nan for norm_f.bias)
+    reads: int  # heads: the position it attends to most (-1 for other parts)
+    weight: float  # heads: that attention weight (nan for other parts)
+
+
+def model_map(model: slm.Model, trace: slm.Trace, position: int) -> tuple[int, list[MapNode]]:
+    """The predicted token at `position` and every part of the forward pass that writes into the residual stream
+    there, in order, with its direct contribution to that token's logit: the same numbers as attribution() (the
+    residual view), taken from it. Post-norm models have no such decomposition: contributions are nan, and what
+    stays exact is each part's write and each head's attention."""
+    result = attribution(model, trace, position)
+    target = int(np.argmax(trace.probs[position])) if result is None else result.target
+    contributions = {} if result is None else dict(zip(result.names, result.values.tolist(), strict=True))
+    nan = float("nan")
+
+    def node(name: str, kind: str, layer: int, index: int, write: np.ndarray | None, reads: int = -1,
+             weight: float = nan) -> MapNode:
+        return MapNode(name, kind, layer, index, contributions.get(name, nan),
+                       nan if write is None else float(np.linalg.norm(write)), reads, weight)
+
+    nodes = [node("embed", "embed", -1, 0, trace.tok[position])]
+    if model.cfg.positions in ("sinusoidal", "learned"):
+        nodes.append(node("pos", "pos", -1, 1, trace.pos[position]))
+    for i, layer in enumerate(trace.layers):
+        for j in range(layer.head_out.shape[0]):
+            weights = layer.attention[j, position]
+            key = int(np.argmax(weights))
+            nodes.append(node(f"L{i}.H{j}", "head", i, j, layer.head_out[j, position], key, float(weights[key])))
+        if f"L{i}.attn.b_o" in contributions:
+            b_o = model.params[f"blocks.{i}.attn.b_o"]
+            nodes.append(node(f"L{i}.attn.b_o", "bias", i, layer.head_out.shape[0], b_o))
+        b_out = model.params.get(f"blocks.{i}.ffn.b_out") if f"L{i}.ffn.b_out" in contributions else None
+        ffn_write = layer.ff_out[position] if b_out is None else layer.ff_out[position] - b_out
+        nodes.append(node(f"L{i}.ffn", "ffn", i, 0, ffn_write))
+        if b_out is not None:
+            nodes.append(node(f"L{i}.ffn.b_out", "bias", i, 1, b_out))
+    if "norm_f.bias" in contributions or result is None:
+        nodes.append(node("norm_f.bias" if result is not None else "norm_f", "norm", len(trace.layers), 0, None))
+    return target, nodes

@@ -7,17 +7,20 @@ panel, bokeh, param, slm and playground, so the same file runs in CPython and in
 from __future__ import annotations
 
 import asyncio
+import html
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import panel as pn
+from bokeh.models import SaveTool
 
-from playground.state import VIEWS, PlaygroundState, sync_url
+from playground.state import URL_PARAMS, PlaygroundState, sync_url
 from playground.views.attention import AttentionView
-from playground.views.common import STYLES, caption
+from playground.views.common import STYLES, caption, esc, title, wrap_row
 from playground.views.generate import GenerateView
 from playground.views.heads import HeadsView
 from playground.views.lesson import LessonView
+from playground.views.model_map import ModelMapView
 from playground.views.next_token import NextTokenView
 from playground.views.patching import PatchingView
 from playground.views.residual import ResidualView
@@ -25,15 +28,31 @@ from playground.views.tokens import TokenStrip
 
 pn.extension(raw_css=[STYLES], notifications=False)
 
-# Each tab's view and its label (the label is known before the view is built: a hidden tab starts as a placeholder).
+# Each view's class and its label in the view switcher, in the switcher's order. Adding a view is one line here
+# (and its name in state.VIEWS).
 VIEW_CLASSES: dict[str, tuple[type, str]] = {
-    "generate": (GenerateView, "Generate"), "attention": (AttentionView, "Attention"),
-    "residual": (ResidualView, "Residual stream"), "next": (NextTokenView, "Next token"),
-    "lesson": (LessonView, "Lesson"), "heads": (HeadsView, "Heads"), "patching": (PatchingView, "Patching"),
+    "map": (ModelMapView, "Model map"),
+    "generate": (GenerateView, "Generate"),
+    "attention": (AttentionView, "Attention"),
+    "residual": (ResidualView, "Residual stream"),
+    "next": (NextTokenView, "Next token"),
+    "lesson": (LessonView, "Lesson"),
+    "heads": (HeadsView, "Heads"),
+    "patching": (PatchingView, "Patching"),
 }
 
 INTRO = ("A small transformer language model, running in your browser. Type a prompt: the model reads it as tokens "
          "(<code>&lt;start&gt;</code> first), and every view below shows one part of the same forward pass.")
+
+# `panel serve`'s page: Bokeh's default one has no viewport tag (a phone would lay it out 980 px wide and zoom
+# out) and no landmark; this puts the app in <main>. The static site's index.html/embed.html do the same.
+PAGE_TEMPLATE = """
+{% block postamble %}<meta name="viewport" content="width=device-width, initial-scale=1">{% endblock %}
+{% block contents %}{% from macros import embed %}<main>
+{% for doc in docs %}{{ embed(doc) if doc.elementid }}
+{% for root in doc.roots %}{{ embed(root) }}{% endfor %}{% endfor %}
+</main>{% endblock %}
+"""
 
 
 class LazyViews(Mapping):
@@ -53,6 +72,9 @@ class LazyViews(Mapping):
             self._playground._view_built(name, view)
         return self._built[name]
 
+    def built(self, name: str) -> bool:
+        return name in self._built
+
     def __iter__(self) -> Iterator[str]:
         return iter(VIEW_CLASSES)
 
@@ -63,49 +85,133 @@ class LazyViews(Mapping):
 class Playground:
     """The state, its views, and the layout (full page, or one view alone when embedded).
 
-    Only the visible view is built here; a hidden tab holds an empty placeholder until it is opened or
-    build_hidden() runs (after the first render), whichever comes first."""
+    The view switcher is a radio group (native radios: arrow keys move between views, a screen reader says which
+    one is chosen); every built view sits in `self.content`, only the chosen one visible. Only the visible view
+    is built here; the others are built when chosen or when build_hidden() runs (after the first render)."""
 
     def __init__(self, state: PlaygroundState | None = None) -> None:
         self.state = state = state or PlaygroundState()
         self.prompt = pn.widgets.TextInput(label="Prompt", value=state.prompt, placeholder="the cat chased the dog",
-                                           width=420, max_length=2000)
+                                           sizing_mode="stretch_width", min_width=200, max_length=2000,
+                                           css_classes=["pg-prompt-input"])
         # Every keystroke re-runs the forward pass (it takes milliseconds); Enter also generates.
         self.prompt.param.watch(lambda e: setattr(state, "prompt", e.new), "value_input")
         self.prompt.param.watch(self._on_generate, "enter_pressed")
         state.param.watch(lambda e: setattr(self.prompt, "value", e.new) if self.prompt.value_input != e.new
                           else None, "prompt")
-        self.generate = pn.widgets.Button(label="Generate", color="primary", width=100, margin=(26, 5, 5, 5))
-        self.stop = pn.widgets.Button(label="Stop", color="warning", width=80, margin=(26, 5, 5, 5),
-                                      disabled=True)
+        self.generate = pn.widgets.Button(label="Generate", color="primary", width=110,
+                                          align="end", css_classes=["pg-press"])
+        self.stop = pn.widgets.Button(label="Stop", color="warning", width=80, disabled=True,
+                                      align="end", css_classes=["pg-press"])
         self.generate.on_click(self._on_generate)
         self.stop.on_click(lambda _: state.stop())
         state.param.watch(self._on_generating, "generating")
         self.model_select = pn.widgets.Select.from_param(
             state.param.model_name, label="Model", width=150,
             options={"trained model": "shipped", "lesson model": "lesson"})
-        self.prompt_bar = pn.Row(self.prompt, self.generate, self.stop, self.model_select)
+        self.prompt_bar = wrap_row(pn.Column(self.prompt, sizing_mode="stretch_width", min_width=240,
+                                             styles={"flex": "1 1 300px"}),
+                                   pn.Row(self.generate, self.stop, self.model_select, styles={"flex-wrap": "wrap"}))
+        # Announced by screen readers when a generation ends (role=status is polite).
+        self.announce = pn.pane.HTML("", margin=0, sizing_mode="stretch_width", css_classes=["pg-status"])
+        state.param.watch(self._on_generating_announce, "generating")
 
+        self._build_share()
         self.tokens = TokenStrip(state)
-        self.tabs = pn.Tabs(*(pn.Column(name=label, sizing_mode="stretch_width")
-                              for _, label in VIEW_CLASSES.values()), dynamic=False, sizing_mode="stretch_width")
+        self.switcher = pn.widgets.RadioBoxGroup(
+            options={label: name for name, (_, label) in VIEW_CLASSES.items()}, value=state.view,
+            inline=True, css_classes=["pg-switcher"], sizing_mode="stretch_width", margin=(10, 10, 4, 10))
+        self.switcher.param.watch(self._on_switch, "value")
+        self.content = pn.Column(sizing_mode="stretch_width", css_classes=["pg-content"])
         self.views = LazyViews(self)
-        self.tabs.param.watch(self._on_tab, "active")
         state.param.watch(self._on_view, ["view", "embed"])
-        self.root = pn.Column(sizing_mode="stretch_width", max_width=1000, css_classes=["pg-root"])
+        self.root = pn.Column(sizing_mode="stretch_width", max_width=1600, css_classes=["pg-root"])
         # start_building_hidden()'s task, kept here: the event loop holds only a weak reference to it.
         self._hidden_task: asyncio.Future | None = None
         self._layout()
 
-    def _view_built(self, name: str, view: Any) -> None:
-        self.tabs[VIEWS.index(name)] = view.panel  # replaces the tab's placeholder
+    def _build_share(self) -> None:
+        """"Copy link" (the whole state as a URL) and "Copy embed code" (an iframe of the current view), for
+        instructors. The text is also shown in labelled fields, to copy by hand where a page forbids scripts."""
+        self.share_link = pn.widgets.TextInput(label="Link to this state", sizing_mode="stretch_width",
+                                               min_width=240, styles={"flex": "1 1 420px"})
+        self.share_embed = pn.widgets.TextAreaInput(label="Embed code for this view", rows=3, min_width=240,
+                                                    sizing_mode="stretch_width", styles={"flex": "1 1 420px"})
+        buttons = []
+        for label, field in (("Copy link", self.share_link), ("Copy embed code", self.share_embed)):
+            button = pn.widgets.Button(label=label, color="primary", variant="outline", width=160,
+                                       css_classes=["pg-press"], align="end")
+            # In the browser: the clipboard is the page's, not Python's. BokehJS compiles a CustomJS with `new
+            # Function`, which the static site's Content Security Policy (no 'unsafe-eval') refuses: there the
+            # buttons would only raise an error, so they are left out and the fields are copied by hand.
+            button.js_on_click(args={"field": field}, code="navigator.clipboard.writeText(field.value)")
+            button.visible = not pn.state._is_pyodide
+            buttons.append(button)
+        self.copy_link, self.copy_embed = buttons
+        self.chart_format = pn.pane.HTML("", margin=(4, 10), sizing_mode="stretch_width")
+        self.share = pn.Column(
+            title("Share, save, embed"),
+            caption("Every chart has a save button (PNG) above it and a “Download the numbers (CSV)” button "
+                    "below. The link restores everything on this page; the embed code shows the current view "
+                    "alone, e.g. in a course page."),
+            wrap_row(self.share_link, self.copy_link), wrap_row(self.share_embed, self.copy_embed),
+            self.chart_format,
+            sizing_mode="stretch_width", margin=(20, 0, 10, 0))
+        self.state.param.watch(self._update_share, list(URL_PARAMS))
+        self._update_share()
 
-    def _on_tab(self, event: Any) -> None:
-        self.views[VIEWS[event.new]]  # noqa: B018 - builds the tab's view on first open
-        self.state.view = VIEWS[event.new]
+    def share_urls(self) -> tuple[str, str]:
+        """The link to this state and the URL of its embedded view: absolute when the page's address is known.
+        The static site's embedded page is embed.html beside index.html; `panel serve` embeds with embed=1."""
+        location = pn.state.location
+        origin, path = "", ""
+        if location is not None and location.hostname:
+            port = f":{location.port}" if location.port else ""
+            origin, path = f"{location.protocol}//{location.hostname}{port}", location.pathname or ""
+        link = f"{origin}{path}?{self.state.share_query()}"
+        if path.endswith((".html", "/")):
+            embed = f"{origin}{path.rsplit('/', 1)[0]}/embed.html?{self.state.share_query(embed=1)}"
+        else:
+            embed = f"{origin}{path}?{self.state.share_query(embed=1)}"
+        return link, embed
+
+    def _update_share(self, *_: object) -> None:
+        link, embed = self.share_urls()
+        label = VIEW_CLASSES[self.state.view][1]
+        self.share_link.value = link
+        other = "png" if self.state.charts == "svg" else "svg"
+        self.chart_format.object = (
+            f"<p class='pg-summary'>The save buttons write {self.state.charts.upper()} files. "
+            f"<a href='?{html.escape(self.state.share_query(charts=other))}'>Reload with charts that save as "
+            f"{other.upper()}</a>.</p>")
+        self.share_embed.value = (f'<iframe src="{html.escape(embed)}" width="100%" height="640" '
+                                  f'style="border:0; max-width:960px" loading="lazy" '
+                                  f'title="Transformer playground: {label}"></iframe>')
+
+    def _view_built(self, name: str, view: Any) -> None:
+        for pane in view.panel.select(pn.pane.Bokeh):
+            # The toolbar shows only the save button: hover and tap work without theirs.
+            for tool in pane.object.tools:
+                tool.visible = isinstance(tool, SaveTool)
+            if self.state.charts == "svg":
+                # Bokeh's save tool writes what the chart is drawn with, and a chart's backend cannot change once
+                # drawn: the page is opened with charts=svg instead (the share section links to it).
+                pane.object.output_backend = "svg"
+        view.panel.visible = name == self.state.view
+        self.content.append(view.panel)
+
+    def _on_switch(self, event: Any) -> None:
+        self.state.view = event.new
+
+    def _show(self, name: str) -> None:
+        self.views[name]  # noqa: B018 - builds the view on first use
+        for other in VIEW_CLASSES:
+            if self.views.built(other):
+                self.views[other].panel.visible = other == name
+        self.switcher.value = name
 
     def build_hidden(self) -> None:
-        """Build every view not built yet (held: their tabs reach the page together)."""
+        """Build every view not built yet (held: they reach the page together)."""
         if self.state.embed:
             return  # only the chosen view is on the page
         views = self.views
@@ -123,7 +229,7 @@ class Playground:
                 await asyncio.sleep(0.1)
             if self.state.embed:
                 return
-            self.views[name]  # noqa: B018 - no-op when built already (e.g. its tab was opened)
+            self.views[name]  # noqa: B018 - no-op when built already (e.g. it was chosen)
 
     def start_building_hidden(self) -> None:
         """Start build_hidden_stepwise() in the background (the static site calls this right after 'ready')."""
@@ -137,33 +243,44 @@ class Playground:
 
     def _layout(self, *_: object) -> None:
         state = self.state
-        self.tabs.active = VIEWS.index(state.view)
-        self.views[state.view]  # noqa: B018 - the visible view is always built
+        self._show(state.view)
         if state.embed:
             # Only the chosen view, plus what it cannot work without: the prompt box for generation, the token
             # strip (to choose a position) for the views that describe one position.
             parts = [self.prompt_bar] if state.view == "generate" else [self.tokens.panel]
             if state.view == "lesson":
                 parts = [self.prompt_bar, self.tokens.panel]
-            self.root.objects = [*parts, self.views[state.view].panel]
+            self.root.objects = [*parts, self.views[state.view].panel, self.announce]
+            self.root.css_classes = ["pg-root", "pg-embed"]
         else:
             self.root.objects = [
-                pn.pane.HTML("<h1 class='pg-title'>Transformer playground</h1>", margin=(0, 10)),
+                pn.pane.HTML("<h1 class='pg-title pg-h1'>Transformer playground</h1>", margin=(0, 10)),
                 caption(INTRO), self.prompt_bar,
-                caption("The prompt as tokens: click one to select its position."), self.tokens.panel, self.tabs,
+                caption("The prompt as tokens: choose one (click, tap, or the arrow keys) to select its position."),
+                self.tokens.panel, self.switcher, self.content, self.share, self.announce,
             ]
+            self.root.css_classes = ["pg-root"]
 
     def _on_view(self, *events: object) -> None:
         if any(event.name == "embed" for event in events) or self.state.embed:
             self._layout()
         else:
-            self.tabs.active = VIEWS.index(self.state.view)
+            self._show(self.state.view)
 
     async def _on_generate(self, _event: object = None) -> None:  # the Generate button, or Enter in the prompt
         await self.state.generate()
 
     def _on_generating(self, event: object) -> None:
         self.generate.disabled, self.stop.disabled = event.new, not event.new
+
+    def _on_generating_announce(self, event: object) -> None:
+        state = self.state
+        if event.new:
+            text = "Generating…"
+        else:
+            n = len(state.generated)
+            text = f"Generated {n} token{'s' if n != 1 else ''}: {esc(state.continuation_text())}"
+        self.announce.object = f"<div role='status' class='pg-visually-hidden'>{text}</div>"
 
 
 def create_app(*, build_hidden_on_load: bool = True) -> Playground:
@@ -173,11 +290,17 @@ def create_app(*, build_hidden_on_load: bool = True) -> Playground:
     that a learner's first click waits for one view at most): on the document's load event by default (what
     `panel serve` needs), or, with ``build_hidden_on_load=False``, when the host calls it (the static site, after
     'ready')."""
+    # Panel keeps raw_css per document: in the static site the module (and its pn.extension call) is imported
+    # before the document exists, and the document's own copy would lack the app's styles without this.
+    if STYLES not in pn.config.raw_css:
+        pn.config.raw_css = [*pn.config.raw_css, STYLES]
     state = PlaygroundState()
     sync_url(state)  # the URL's values (view=, embed=, prompt=...) first: then only the view they show is built
     playground = Playground(state)
-    if build_hidden_on_load and pn.state.curdoc is not None:
-        pn.state.onload(playground.start_building_hidden)
+    if pn.state.curdoc is not None:
+        pn.state.curdoc.template = PAGE_TEMPLATE
+        if build_hidden_on_load:
+            pn.state.onload(playground.start_building_hidden)
     return playground
 
 

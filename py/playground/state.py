@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import urllib.parse
 from typing import Any
 
 import numpy as np
@@ -20,7 +21,8 @@ import slm
 from . import analysis, circuits
 from .models import END, LESSON_CHOICES, PromptTokens, default_model_name, encode_prompt, load_model
 
-VIEWS = ("generate", "attention", "residual", "next", "lesson", "heads", "patching")
+# The views, in their tabs' order; the first is the landing view.
+VIEWS = ("map", "generate", "attention", "residual", "next", "lesson", "heads", "patching")
 DEFAULT_PROMPTS = {"shipped": "the cat chased the dogs because they were", "lesson": "the cat was tired"}
 # What the referent head's hint offers when the prompt has no pronoun in it.
 REFERENT_EXAMPLE = "the cat chased the dogs because they were"
@@ -39,7 +41,7 @@ URL_PARAMS = {
     "activation": "activation",
     "ablate": "ablate", "compare": "compare", "compare_position": "compare_pos", "compare_token": "compare_token",
     "patch_position": "patch_pos", "patch_token": "patch_token", "good_token": "good", "bad_token": "bad",
-    "patch_from": "patch_from",
+    "patch_from": "patch_from", "charts": "charts",
 }
 # The Patching view's example per model: the prompt, the one-token change, the two tokens of the metric.
 PATCH_EXAMPLES = {
@@ -61,8 +63,10 @@ class PlaygroundState(param.Parameterized):
     layer = param.Integer(default=0, bounds=(0, None), doc="The layer of the head shown large")
     head = param.Integer(default=0, bounds=(0, None), doc="The head shown large")
     position = param.Integer(default=-1, bounds=(-1, None), doc="Selected token position (-1 = the last one)")
-    view = param.Selector(default="generate", objects=list(VIEWS), doc="The open view")
+    view = param.Selector(default=VIEWS[0], objects=list(VIEWS), doc="The open view")
     embed = param.Boolean(default=False, doc="Show only the chosen view (for an iframe)")
+    charts = param.Selector(default="png", objects=["png", "svg"],
+                            doc="What a chart's save button writes: Bokeh draws the charts as SVG for 'svg'")
     # the lesson model's architecture switches
     norm_placement = param.Selector(default="pre", objects=list(LESSON_CHOICES["norm_placement"]))
     norm = param.Selector(default="layer", objects=list(LESSON_CHOICES["norm"]))
@@ -294,6 +298,17 @@ class PlaygroundState(param.Parameterized):
             self.prompt = f"{self.prompt} {self.continuation_text()}".strip()
 
     # ---- URL ----
+
+    def share_query(self, **overrides: Any) -> str:
+        """The query string that restores this state: every URL parameter that differs from its default, the
+        view always, then `overrides` (e.g. embed=1). What "Copy link" and "Copy embed code" hand out."""
+        values = {}
+        for name, key in URL_PARAMS.items():
+            value = getattr(self, name)
+            if name in ("view", "model_name") or value != self.param[name].default:
+                values[key] = int(value) if isinstance(value, bool) else value
+        values.update(overrides)
+        return urllib.parse.urlencode(values)
 
     def apply_url_values(self, values: dict[str, Any]) -> None:
         """Apply values read from a URL one by one, coercing what can be coerced (e.g. embed=1) and skipping

@@ -290,18 +290,22 @@ def test_app_builds_and_views_follow_the_state():
     from playground.state import VIEWS
 
     playground = create_app()  # no document here: nothing is built on load
-    assert isinstance(playground, Playground) and playground.state.view == "generate"
-    assert playground.prompt_bar in playground.root.objects and playground.tabs in playground.root.objects
-    assert [view.name for view in playground.tabs] == [label for _, label in VIEW_CLASSES.values()]
-    assert [i for i, view in enumerate(playground.tabs) if view.objects] == [VIEWS.index("generate")]  # lazily
+    assert isinstance(playground, Playground) and playground.state.view == VIEWS[0]
+    assert playground.prompt_bar in playground.root.objects and playground.content in playground.root.objects
+    assert list(playground.switcher.options) == [label for _, label in VIEW_CLASSES.values()]
+    assert len(playground.content.objects) == 1 and playground.content[0].visible  # lazily: the view on screen
     playground.build_hidden()
-    assert all(view.objects for view in playground.tabs)
+    assert len(playground.content.objects) == len(VIEW_CLASSES)
+    assert [view.visible for view in playground.content] == [name == VIEWS[0] for name in VIEW_CLASSES]
+    playground.switcher.value = "residual"  # the switcher chooses the view: only it is shown
+    assert playground.state.view == "residual"
+    assert [view.visible for view in playground.content] == [name == "residual" for name in VIEW_CLASSES]
     app = Playground(PlaygroundState(model_name="lesson", prompt="the cat"))
     app.state.prompt = "the cat was tired"
     attention = app.views["attention"]
     assert set(attention.large.cells.data["query_token"]) == {"<start>", "the", "cat", "was", "tired"}
     app.state.param.update(embed=True, view="residual")
-    assert app.views["residual"].panel in app.root.objects and app.tabs not in app.root.objects
+    assert app.views["residual"].panel in app.root.objects and app.content not in app.root.objects
 
 
 def test_views_follow_a_two_layer_model_of_the_shipped_shape():
@@ -328,18 +332,118 @@ def test_the_site_builds_hidden_views_when_it_says_so():
     """create_app(build_hidden_on_load=False) is what the static site calls: the hidden views wait for
     start_building_hidden(), which builds them in the background and then reports no pending work."""
     import asyncio
-    from concurrent.futures import ThreadPoolExecutor
 
     from playground.app import create_app
 
-    async def run() -> None:
+    async def check() -> None:
         playground = create_app(build_hidden_on_load=False)
-        assert playground.hidden_views_pending and sum(bool(view.objects) for view in playground.tabs) == 1
+        assert playground.hidden_views_pending and len(playground.content.objects) == 1
         playground.start_building_hidden()
         while playground.hidden_views_pending:
             await asyncio.sleep(0.01)
-        assert all(view.objects for view in playground.tabs)
+        assert len(playground.content.objects) == len(playground.views)
 
-    # In a thread of its own: the browser tests' Playwright keeps an event loop running in this one.
-    with ThreadPoolExecutor(1) as pool:
-        pool.submit(asyncio.run, run()).result()
+    run(check())  # in its own thread: the browser tests' Playwright keeps a loop in this one
+
+
+@pytest.mark.parametrize("model_name, prompt", [("shipped", "the cat chased the dogs because they were"),
+                                                ("lesson", "the cat was tired")])
+def test_model_map_numbers_equal_the_residual_views(model_name, prompt):
+    """The map's node values are the residual view's bars, name for name, at every position; they add up to the
+    logit the forward pass computed for the predicted token (the model's own number, not the map's)."""
+    from playground.app import Playground
+
+    app = Playground(PlaygroundState(model_name=model_name, prompt=prompt))
+    app.state.view = "map"
+    model_map, residual = app.views["map"], app.views["residual"]
+    for position in range(len(app.state.tokens.ids)):
+        app.state.position = position
+        bars = dict(zip(residual.attr_source.data["name"], residual.attr_source.data["value"], strict=True))
+        nodes = dict(zip(model_map.source.data["name"], model_map.source.data["value"], strict=True))
+        logit = nodes.pop("unembed")
+        assert nodes == bars  # exactly: the same numbers, every one of them, none left out
+        trace = app.state.trace
+        target = int(np.argmax(trace.probs[position]))
+        assert logit == trace.logits[position, target]
+        assert sum(nodes.values()) == pytest.approx(trace.logits[position, target], abs=1e-9)
+
+
+def test_model_map_of_a_post_norm_model_says_what_is_exact():
+    from playground.app import Playground
+
+    app = Playground(PlaygroundState(model_name="lesson", prompt="the cat was tired", norm_placement="post"))
+    model_map = app.views["map"]
+    data = dict(zip(model_map.source.data["name"], model_map.source.data["write"], strict=True))
+    assert all(np.isnan(v) for name, v in zip(model_map.source.data["name"], model_map.source.data["value"],
+                                                strict=True) if name != "unembed")
+    assert "post-norm" in model_map.note.object and "not a sum" in model_map.note.object
+    layer = app.state.trace.layers[0]
+    position = app.state.selected_position
+    assert float(data["L0.H1"]) == pytest.approx(np.linalg.norm(layer.head_out[1, position]), abs=1e-4)
+    assert float(data["L0.ffn"]) == pytest.approx(np.linalg.norm(layer.ff_out[position]), abs=1e-4)
+
+
+def test_model_map_opens_a_parts_detail():
+    from playground.app import Playground
+
+    app = Playground(PlaygroundState(model_name="lesson", prompt="the cat was tired"))
+    assert app.state.view == "map"  # the landing view
+    model_map = app.views["map"]
+    model_map.source.selected.indices = [model_map.source.data["name"].index("L0.H1")]  # a tap on the node
+    assert (app.state.view, app.state.layer, app.state.head) == ("attention", 0, 1)
+    model_map.part.value = "L0.ffn"
+    model_map.open.clicks += 1
+    assert app.state.view == "residual"
+    model_map.open_detail("unembed")
+    assert app.state.view == "next"
+
+
+def test_share_query_restores_the_state():
+    from urllib.parse import parse_qsl
+
+    from playground.state import URL_PARAMS
+
+    state = PlaygroundState(model_name="lesson", prompt="the cat <b>was</b> & tired", layer=0, head=1, position=2,
+                            view="attention", temperature=0.35, norm_placement="post", ablate="L0.H1")
+    query = state.share_query()
+    restored = PlaygroundState(model_name="shipped")
+    by_key = {key: name for name, key in URL_PARAMS.items()}
+    restored.apply_url_values({by_key[k]: v for k, v in parse_qsl(query)})
+    for name in URL_PARAMS:
+        assert getattr(restored, name) == getattr(state, name), name
+    assert dict(parse_qsl(state.share_query(embed=1)))["embed"] == "1"
+
+
+def test_csv_holds_the_numbers_the_charts_show():
+    import csv
+    import io
+
+    from playground.app import Playground
+
+    app = Playground(PlaygroundState(model_name="lesson", prompt="the cat was tired", position=2))
+    app.state.view = "residual"
+    rows = list(csv.reader(io.StringIO(app.views["residual"].numbers.csv().getvalue())))
+    start = rows.index(["# direct contributions"])
+    assert rows[start + 1] == ["component", "contribution"]
+    table = {}
+    for row in rows[start + 2:]:
+        if not row:
+            break
+        table[row[0]] = float(row[1])
+    expected = analysis.attribution(app.state.model, app.state.trace, 2)
+    assert list(table) == expected.names
+    assert np.allclose(list(table.values()), expected.values, atol=1e-5)
+    assert "# after each step" in [r[0] for r in rows if r] and "# coordinates" in [r[0] for r in rows if r]
+
+
+def test_share_fields_and_svg_charts():
+    from playground.app import Playground
+
+    app = Playground(PlaygroundState(model_name="lesson", prompt="the cat", view="residual", charts="svg"))
+    assert app.share_link.value.endswith("?" + app.state.share_query())
+    assert "embed=1" in app.share_embed.value and app.share_embed.value.startswith("<iframe ")
+    assert "title=\"Transformer playground: Residual stream\"" in app.share_embed.value
+    assert app.views["residual"].attr_fig.output_backend == "svg"
+    assert "charts=png" in app.chart_format.object
+    app.state.prompt = "the dog"  # the link follows the state
+    assert "prompt=the+dog" in app.share_link.value

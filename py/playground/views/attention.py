@@ -20,12 +20,15 @@ from .common import (
     MASKED_FILL,
     MASKED_HATCH,
     WEIGHT_PALETTE,
+    Numbers,
     caption,
     esc,
     label_axis,
     patches_bokeh,
+    save_tool,
     small_figure,
     title,
+    wrap_row,
 )
 
 HOVER = [("query", "@query_token (position @query)"), ("key", "@key_token (position @key)"),
@@ -44,7 +47,10 @@ class Heatmap:
         self.cells = ColumnDataSource(data=_empty())
         self.masked = ColumnDataSource(data=_empty())
         self.labels: list[str] = []
-        self.fig = small_figure(width=size, height=size, x_range=x_range, y_range=y_range)
+        # The large one follows the screen's width (up to a size set by the prompt's length); the small multiples
+        # keep a fixed size and wrap, two to a row on a phone.
+        sizing = dict(sizing_mode="stretch_width", min_width=260) if large else dict(width=size)
+        self.fig = small_figure(height=size, x_range=x_range, y_range=y_range, **sizing)
         fig = self.fig
         fig.rect("key", "query", 1, 1, source=self.cells, fill_color={"field": "weight", "transform": mapper},
                  line_color=None, name="cells")
@@ -93,56 +99,74 @@ class AttentionView:
     def __init__(self, state: PlaygroundState) -> None:
         self.state = state
         self.mapper = LinearColorMapper(palette=WEIGHT_PALETTE, low=0.0, high=1.0)
+        self.numbers = Numbers("attention")
         self.x_range, self.y_range = Range1d(-0.5, 0.5), Range1d(0.5, -0.5)  # y flipped: position 0 on top
         self.large = Heatmap(self.mapper, Range1d(-0.5, 0.5), Range1d(0.5, -0.5), 420, large=True)
         self.large.fig.name = "attention-large"  # a stable handle for the browser tests
-        self.large_title = title("")
-        self.grid_pane = pn.GridBox(ncols=1, margin=(0, 8))
-        self.large_pane = pn.pane.Bokeh(self.large.fig, margin=(0, 10))
+        save_tool(self.large.fig, "attention-head")
+        # A tap (or click) on a cell of the large heatmap writes its value here: touch screens have no hover.
+        self.large.fig.on_event(Tap, self._on_cell_tap)
+        self.large_title = title("", level=3)
+        self.layers_pane = pn.Column(sizing_mode="stretch_width", margin=0)
+        self.grid_text = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width")
+        self.grid = pn.Column(title("Every head", level=3), self.layers_pane, self.grid_text,
+                              sizing_mode="stretch_width", max_width=820)
+        self.large_pane = pn.pane.Bokeh(self.large.fig, margin=(0, 10), sizing_mode="stretch_width")
+        self.readout = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width", min_height=24)
+        self.large_text = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width")
         self.hint_text = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width")
         self.hint_button = pn.widgets.Button(label="", color="primary", variant="outline",
-                                             margin=(0, 10, 8, 24), width=330)
+                                             margin=(0, 10, 8, 24), css_classes=["pg-press"])
         self.hint_button.on_click(lambda _: state.show_referent_head())
         self.hint = pn.Column(self.hint_text, self.hint_button, visible=False, sizing_mode="stretch_width")
         self.shape: tuple[int, int] | None = None
         self.small: dict[tuple[int, int], Heatmap] = {}
-        head_select = pn.widgets.Select(label="Head shown large", options=[], width=160)
+        self.head_buttons: dict[tuple[int, int], pn.widgets.Button] = {}
+        head_select = pn.widgets.Select(label="Head shown large", options=[], width=170, margin=(0, 10))
         self.head_select = head_select
         head_select.param.watch(self._on_head_select, "value")
         pn.bind(self.update, state.param.trace, watch=True)
         pn.bind(self.select_head, state.param.layer, state.param.head, watch=True)
         pn.bind(self.select_position, state.param.position, watch=True)
         self.update()
+        large = pn.Column(wrap_row(self.large_title, head_select), self.large_pane, self.readout, self.large_text,
+                          sizing_mode="stretch_width", styles={"flex": "1 1 420px"}, max_width=760)
         self.panel = pn.Column(
             title("Attention: who reads from whom"),
             caption("Each square is one head. Row <b>i</b> is the query at position i (the token that is "
                     "reading); column <b>j</b> is the key at position j (the token it may read). The colour is "
-                    "the softmax weight <code>attention</code>: each row sums to 1. <span style='color:#777'>"
-                    "Hatched grey</span> cells are masked: under the causal mask a token may not look at tokens "
-                    "that come after it. Click a head to see it large; hover a cell for its weight. The outlined "
-                    "row is the selected token."),
-            self.hint, self.grid_pane, pn.Row(self.large_title, head_select), self.large_pane,
-            name="Attention", sizing_mode="stretch_width",
+                    "the softmax weight <code>attention</code>: each row sums to 1. Hatched grey cells are "
+                    "masked: under the causal mask a token may not look at tokens that come after it. Choose a "
+                    "head's name to see it large; hover or tap a cell for its weight. The outlined row is the "
+                    "selected token."),
+            self.hint, wrap_row(self.grid, large, styles={"flex-wrap": "wrap", "align-items": "flex-start"}),
+            self.numbers.button, name="Attention", sizing_mode="stretch_width",
         )
 
     # ---- building (only when the model's shape changes) ----
 
     def _build_grid(self, n_layers: int, n_heads: int) -> None:
-        size = max(150, min(230, 740 // n_heads))
-        self.small = {}
-        rows = []
+        size = 150 if n_heads > 2 else 170  # two to a row on a 360-px phone
+        self.small, self.head_buttons = {}, {}
+        layers = []
         for i in range(n_layers):
-            row = []
+            cells = []
             for j in range(n_heads):
                 heatmap = Heatmap(self.mapper, self.x_range, self.y_range, size, large=False)
-                heatmap.fig.title.text = f"layer {i} · head {j}"
                 heatmap.fig.on_event(Tap, partial(self._on_tap, i, j))
                 self.small[(i, j)] = heatmap
-                row.append(heatmap.fig)
-            rows.append(row)
-        # A GridBox of panes rather than a Bokeh gridplot: Panel sizes each pane from its figure.
-        self.grid_pane.objects = [pn.pane.Bokeh(fig, margin=2) for row in rows for fig in row]
-        self.grid_pane.ncols = n_heads
+                # The head's name is a real button: keyboards, screen readers and fingers choose it.
+                button = pn.widgets.Button(label=f"layer {i} · head {j}", color="light", width=size,
+                                           margin=(0, 0, 2, 0), css_classes=["pg-head-button"])
+                button.on_click(partial(self._on_tap, i, j))
+                self.head_buttons[(i, j)] = button
+                cells.append(pn.Column(button, pn.pane.Bokeh(heatmap.fig, margin=0), margin=(2, 4)))
+            # One row per layer: on a wide screen all heads of a layer side by side, on a phone they wrap.
+            layers.append(wrap_row(*cells, styles={"flex-wrap": "wrap"}))
+        self.layers_pane.objects = layers
+        # The grid asks for the width of a whole layer in one row (the large head goes beside it if there is
+        # room, else below), and shrinks on a phone, where the heads wrap.
+        self.grid.styles = {"flex": f"0 1 {n_heads * (size + 8) + 24}px"}
         self.head_select.options = {f"layer {i} · head {j}": (i, j) for i in range(n_layers) for j in range(n_heads)}
         self.shape = (n_layers, n_heads)
 
@@ -165,10 +189,11 @@ class AttentionView:
         # ~18 px per row at the full context of 32 (an 11-px label each), and at most 700 px wide with the colour
         # bar, so that the view still fits an 800-px embed.
         side = max(260, min(620, 34 * n + 120))
-        self.large.fig.update(width=side + 80, height=side)
+        self.large.fig.update(max_width=side + 80, height=side)
         self.large.fig.x_range.update(start=-0.5, end=n - 0.5)
         self.large.fig.y_range.update(start=n - 0.5, end=-0.5)
         self._update_large()
+        self._update_grid_text()
         self._update_hint()
 
     def _update_hint(self) -> None:
@@ -212,6 +237,41 @@ class AttentionView:
             selected = (i, j) == (state.layer, state.head)
             heatmap.fig.outline_line_color = "#D55E00" if selected else "#cccccc"
             heatmap.fig.outline_line_width = 3 if selected else 1
+            color = "primary" if selected else "light"
+            if self.head_buttons[(i, j)].color != color:  # a property change costs a patch: only when it changes
+                self.head_buttons[(i, j)].color = color
+        if self.readout.object:
+            self.readout.object = ""  # the tapped cell belonged to the previous head or prompt
+        self._update_large_text()
+
+    def _update_large_text(self) -> None:
+        """The large heatmap as text: where the selected token's row puts most weight, and every weight."""
+        state = self.state
+        labels, position = state.tokens.labels, state.selected_position
+        weights = state.trace.layers[state.layer].attention[state.head]
+        masked = np.isneginf(state.trace.layers[state.layer].scores[state.head])
+        key = int(np.argmax(weights[position]))
+        summary = (f"Layer {state.layer} head {state.head}: “{esc(labels[position])}” (position {position}) attends "
+                   f"most to “{esc(labels[key])}” (position {key}), weight {weights[position, key]:.2f}.")
+        header = ["query \\ key"] + [f"{k} {label}" for k, label in enumerate(labels)]
+        rows = [[f"{q} {labels[q]}"] + ["masked" if masked[q, k] else float(weights[q, k])
+                                        for k in range(len(labels))] for q in range(len(labels))]
+        self.large_text.object = self.numbers.record("selected head", summary, "Show every weight of this head",
+                                                     header, rows)
+
+    def _update_grid_text(self) -> None:
+        """The small multiples as text: for the selected token, the key each head reads most."""
+        state = self.state
+        labels, position = state.tokens.labels, state.selected_position
+        rows = []
+        for (i, j) in self.small:
+            weights = state.trace.layers[i].attention[j, position]
+            key = int(np.argmax(weights))
+            rows.append([f"layer {i} · head {j}", f"{key} {labels[key]}", float(weights[key])])
+        summary = (f"{len(rows)} heads. For “{esc(labels[position])}” (position {position}), the table lists the "
+                   "token each head reads most.")
+        self.grid_text.object = self.numbers.record("every head", summary, "Show what every head reads",
+                                                 ["head", "reads most", "weight"], rows)
 
     @patches_bokeh
     def select_head(self, *_: object) -> None:
@@ -222,9 +282,24 @@ class AttentionView:
         n, position = len(self.state.tokens.labels), self.state.selected_position
         for heatmap in [*self.small.values(), self.large]:
             heatmap.select_row(position, n)
+        self._update_large_text()
+        self._update_grid_text()
 
     def _on_tap(self, layer: int, head: int, _event: object) -> None:
         self.state.param.update(layer=layer, head=head)
+
+    def _on_cell_tap(self, event: object) -> None:
+        """Write the tapped cell's weight under the large heatmap (a polite status: read aloud too)."""
+        state = self.state
+        labels = state.tokens.labels
+        query, key = round(event.y), round(event.x)
+        if not (0 <= query < len(labels) and 0 <= key < len(labels)):
+            return
+        scores = state.trace.layers[state.layer].scores[state.head]
+        weight = ("masked: a future token" if np.isneginf(scores[query, key])
+                  else f"weight {state.trace.layers[state.layer].attention[state.head, query, key]:.4f}")
+        self.readout.object = (f"<div role='status' class='pg-summary'>Query “{esc(labels[query])}” (position "
+                               f"{query}) → key “{esc(labels[key])}” (position {key}): {weight}</div>")
 
     def _on_head_select(self, event: object) -> None:
         if event.new is not None and tuple(event.new) != (self.state.layer, self.state.head):

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import csv
 import functools
 import html
+import io
 from collections.abc import Callable
 from typing import Any
 
 import panel as pn
-from bokeh.models import FixedTicker
+from bokeh.models import FixedTicker, SaveTool
 from bokeh.palettes import Viridis256
 from bokeh.plotting import figure
 
@@ -39,13 +41,98 @@ def esc(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
-def title(text: str, *, level: int = 3) -> pn.pane.HTML:
+def title(text: str, *, level: int = 2) -> pn.pane.HTML:
+    """A heading: level 1 is the page's, 2 a view's, 3 a part of a view."""
     return pn.pane.HTML(f"<h{level} class='pg-title'>{esc(text)}</h{level}>", margin=(4, 10, 0, 10))
 
 
 def caption(text: str) -> pn.pane.HTML:
     """A short explanation in the lesson's words. `text` is trusted markup written in this package."""
     return pn.pane.HTML(f"<div class='pg-caption'>{text}</div>", margin=(0, 10, 4, 10), sizing_mode="stretch_width")
+
+
+def table_rows_html(header: list[str], rows: list[list[object]]) -> str:
+    """A plain numbers table (header row, then data rows); every cell escaped, floats to 4 decimals."""
+    def cell(value: object) -> str:
+        return f"{value:.4f}" if isinstance(value, float) else esc(value)
+
+    head = "".join(f"<th scope='col'>{esc(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<th scope='row'>{cell(row[0])}</th>" if i == 0 else f"<td>{cell(v)}</td>"
+                                    for i, v in enumerate(row)) + "</tr>" for row in rows)
+    return f"<table class='pg-table'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def text_alternative(summary: str, label: str, header: list[str], rows: list[list[object]]) -> str:
+    """A chart's text alternative: one sentence (`summary`, trusted markup with user text already escaped), and
+    the chart's numbers as a table behind a native disclosure, which keyboards and screen readers open."""
+    return (f"<p class='pg-summary'>{summary}</p><details class='pg-numbers'><summary>{esc(label)}</summary>"
+            f"<div class='pg-scroll' tabindex='0' role='region' aria-label='{esc(label)}'>"
+            f"{table_rows_html(header, rows)}</div></details>")
+
+
+def labelled_checkbox(owner: Any, name: str, label: str, **params: Any) -> pn.widgets.CheckBoxGroup:
+    """A check box for the boolean parameter `name` of `owner`, with its text as a real <label> (Bokeh's Checkbox
+    draws its text beside the box, unlinked, so a screen reader hears an unnamed check box; a one-item
+    CheckboxGroup wraps the box in its label). Kept in step both ways."""
+    box = pn.widgets.CheckBoxGroup(options=[label], value=[label] if getattr(owner, name) else [], **params)
+    box.param.watch(lambda event: setattr(owner, name, label in event.new), "value")
+    owner.param.watch(lambda event: setattr(box, "value", [label] if event.new else []), name)
+    return box
+
+
+class WrapRow(pn.Row):
+    """A row whose items wrap onto the next line when the screen is too narrow for them (a CSS flex row; Panel's
+    FlexBox would do the same, but it is a ReactiveHTML component, which the static site's Content Security Policy
+    cannot run).
+
+    Panel gives a stretching Row a minimum width: the sum of its fixed-width children, which would make a phone's
+    page as wide as all of them side by side. A row that wraps needs only its widest child: Panel computes that
+    for a container without a direction."""
+
+    _direction = None
+
+
+class Numbers:
+    """The numbers behind a view's charts, table by table, as its text alternatives show them: `record()` keeps
+    a table and returns its text alternative; `button` downloads them all as one CSV file (a blank line and the
+    table's name between tables)."""
+
+    def __init__(self, view_name: str) -> None:
+        self.tables: dict[str, tuple[list[str], list[list[object]]]] = {}
+        self.button = pn.widgets.FileDownload(
+            callback=self.csv, filename=f"playground-{view_name}.csv", label="Download the numbers (CSV)",
+            variant="outline", color="primary", width=240, margin=(4, 10), css_classes=["pg-press"])
+
+    def record(self, key: str, summary: str, label: str, header: list[str], rows: list[list[object]]) -> str:
+        self.tables[key] = (header, rows)
+        return text_alternative(summary, label, header, rows)
+
+    def csv(self) -> io.StringIO:
+        out = io.StringIO()
+        writer = csv.writer(out)
+        for i, (key, (header, rows)) in enumerate(self.tables.items()):
+            if i:
+                writer.writerow([])
+            writer.writerow([f"# {key}"])
+            writer.writerow(header)
+            writer.writerows([[f"{v:.6g}" if isinstance(v, float) else v for v in row] for row in rows])
+        out.seek(0)
+        return out
+
+
+def save_tool(fig: figure, filename: str) -> figure:
+    """Let a chart be saved (Bokeh's save tool, in a toolbar above the chart; nothing else in it): as a PNG, or
+    as an SVG when the page draws its charts as SVG (`charts=svg`, Playground.use_chart_format)."""
+    fig.add_tools(SaveTool(filename=filename))
+    fig.toolbar_location = "above"
+    fig.toolbar.logo = None
+    return fig
+
+
+def wrap_row(*objects: Any, **params: Any) -> WrapRow:
+    params.setdefault("sizing_mode", "stretch_width")
+    params.setdefault("styles", {"flex-wrap": "wrap", "align-items": "flex-end"})
+    return WrapRow(*objects, **params)
 
 
 def small_figure(**kwargs: object) -> figure:
@@ -72,13 +159,16 @@ def label_axis(axis: object, labels: list[str]) -> None:
 
 STYLES = """
 .pg-title { margin: 6px 0 2px 0; font-weight: 600; color: #222; }
-.pg-caption { color: #444; font-size: 13px; line-height: 1.4; max-width: 760px; }
-.pg-note { background: #fff8e1; border-left: 4px solid #e6a700; padding: 6px 10px; font-size: 13px; color: #333;
-           max-width: 740px; }
-.pg-calm { background: #eef6fb; border-left: 4px solid #56B4E9; padding: 6px 10px; font-size: 13px; color: #333;
-           max-width: 740px; }
+h1.pg-title { font-size: 1.6rem; }
+h2.pg-title { font-size: 1.3rem; }
+h3.pg-title { font-size: 1.05rem; }
+.pg-caption { color: #444; font-size: 14px; line-height: 1.45; max-width: 820px; }
+.pg-note { background: #fff8e1; border-left: 4px solid #e6a700; padding: 6px 10px; font-size: 14px; color: #333;
+           max-width: 800px; }
+.pg-calm { background: #eef6fb; border-left: 4px solid #56B4E9; padding: 6px 10px; font-size: 14px; color: #333;
+           max-width: 800px; }
 .pg-stream { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 15px; line-height: 2;
-             max-width: 760px; word-wrap: break-word; }
+             max-width: 820px; overflow-wrap: anywhere; }
 .pg-stream .pg-prompt { color: #555; }
 .pg-stream .pg-tok { padding: 2px 3px; margin: 0 1px; border-radius: 3px; border: 1px solid #9cc7e4; }
 .pg-table { border-collapse: collapse; font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 12px;
@@ -88,8 +178,53 @@ STYLES = """
 .pg-table td.pg-tokcell { text-align: left; font-weight: 600; }
 .pg-table tr.pg-changed td { background: #fde0cc; }
 .pg-table tr.pg-same td.pg-tokcell::after { content: " ="; color: #0072B2; }
-.pg-table tr.pg-changed td.pg-tokcell::after { content: " ≠"; color: #D55E00; }
+.pg-table tr.pg-changed td.pg-tokcell::after { content: " ≠"; color: #B34700; }
 .pg-table th.pg-group, .pg-table td.pg-group { border-left: 2px solid #777; }
-.pg-tables { display: flex; flex-wrap: wrap; max-width: 780px; }
+.pg-tables { display: flex; flex-wrap: wrap; gap: 0 8px; }
+.pg-scroll { max-width: 100%; overflow-x: auto; }
 .pg-legend { font-size: 12px; color: #555; }
+.pg-group-label { font-size: 13px; color: #222; line-height: 1.2; }
+.pg-visually-hidden { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0);
+                      white-space: nowrap; }
+details.pg-numbers { margin: 2px 0 8px 0; font-size: 14px; max-width: 100%; }
+details.pg-numbers summary { cursor: pointer; color: #0b5cab; min-height: 24px; padding: 4px 0; }
+.pg-summary { font-size: 14px; color: #222; }
+/* Visible keyboard focus everywhere, including inside Bokeh's and Panel's shadow roots (this sheet is added to
+   every one of them). */
+:focus-visible { outline: 3px solid #B34700 !important; outline-offset: 2px; }
+/* Radio groups drawn as boxes: the token strip and the view switcher. The native radio stays (focusable, arrow
+   keys, read aloud) but is drawn as nothing; its label is the box. */
+:host(.pg-tokens) .bk-input-group, :host(.pg-switcher) .bk-input-group { display: flex; flex-wrap: wrap;
+                                                                        gap: 6px; }
+:host(.pg-tokens) .bk-input-group { counter-reset: pos -1; }
+:host(.pg-tokens) input, :host(.pg-switcher) input { position: absolute; opacity: 0; width: 1px; height: 1px;
+                                                     margin: 0; }
+:host(.pg-tokens) label { counter-increment: pos; display: inline-flex; flex-direction: column;
+                          align-items: center; justify-content: center; min-width: 44px; min-height: 44px;
+                          box-sizing: border-box; padding: 2px 8px; border: 1.5px solid #56B4E9;
+                          border-radius: 6px; background: #eef6fb; cursor: pointer; margin: 0; }
+:host(.pg-tokens) label span { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 14px;
+                               color: #111; }
+:host(.pg-tokens) label::after { content: counter(pos); font-size: 11px; color: #444; line-height: 1; }
+:host(.pg-tokens) label:has(input:checked) { background: #9cc7e4; border-color: #0b5cab; border-width: 2.5px; }
+:host(.pg-tokens) label:has(input:checked) span { font-weight: 700; }
+:host(.pg-tokens) label:has(input:focus-visible), :host(.pg-switcher) label:has(input:focus-visible) {
+  outline: 3px solid #B34700; outline-offset: 2px; }
+:host(.pg-switcher) .bk-input-group { border-bottom: 2px solid #ccd; gap: 2px; }
+:host(.pg-tokens) .bk-input-group > label, :host(.pg-switcher) .bk-input-group > label { margin: 0 !important;
+                                                                                           position: relative; }
+:host(.pg-switcher) label { display: inline-flex; align-items: center; min-height: 44px; padding: 0 14px;
+                            margin: 0; border-radius: 6px 6px 0 0; cursor: pointer; font-size: 15px;
+                            color: #333; border: 1px solid transparent; border-bottom: none; }
+:host(.pg-switcher) label:hover { background: #f2f5f9; }
+:host(.pg-switcher) label:has(input:checked) { color: #0b5cab; font-weight: 600; background: #eef6fb;
+                                               border-color: #ccd; box-shadow: inset 0 -3px 0 #0b5cab; }
+/* Number boxes without their tiny unnamed up/down buttons (the arrow keys and the keyboard still step them). */
+.bk-spin-wrapper .bk-spin-btn, .bk-spin-btn { display: none !important; }
+/* Fingers: controls a finger presses are at least 44 px tall. */
+:host(.pg-press) .bk-btn, :host(.pg-head-button) .bk-btn { min-height: 44px; }
+@media (pointer: coarse) {
+  .bk-btn, select.bk-input, input.bk-input { min-height: 44px; }
+  details.pg-numbers summary { padding: 12px 0; }
+}
 """

@@ -5,7 +5,7 @@ from __future__ import annotations
 import panel as pn
 
 from ..state import PlaygroundState
-from .common import caption, esc, title
+from .common import caption, esc, title, wrap_row
 
 
 def stream_html(prompt: str, generated: list[tuple[str, float]], running: bool) -> str:
@@ -24,17 +24,20 @@ def stream_html(prompt: str, generated: list[tuple[str, float]], running: bool) 
 class GenerateView:
     def __init__(self, state: PlaygroundState) -> None:
         self.state = state
-        self.max_new = pn.widgets.IntSlider.from_param(state.param.max_new_tokens, label="max new tokens", width=170)
-        self.temperature = pn.widgets.FloatSlider.from_param(state.param.temperature, label="temperature (0 = greedy)",
-                                                             width=170)
-        self.top_k = pn.widgets.IntSlider.from_param(state.param.top_k, label="top-k (0 = off)", width=170)
-        self.top_p = pn.widgets.FloatSlider.from_param(state.param.top_p, label="top-p", width=170)
+        # Number boxes rather than sliders: Bokeh's slider handle cannot be given an accessible name, a labelled
+        # input can (arrow keys step it; a phone shows its keyboard).
+        self.max_new = pn.widgets.IntInput.from_param(state.param.max_new_tokens, label="max new tokens", width=130)
+        self.temperature = pn.widgets.FloatInput.from_param(state.param.temperature,
+                                                            label="temperature (0 = greedy)", width=170)
+        self.top_k = pn.widgets.IntInput.from_param(state.param.top_k, label="top-k (0 = off)", width=130)
+        self.top_p = pn.widgets.FloatInput.from_param(state.param.top_p, label="top-p (1 = off)", width=130)
         self.seed = pn.widgets.IntInput.from_param(state.param.seed, label="seed", width=110)
         self.output = pn.pane.HTML(stream_html(state.prompt, [], False), margin=(0, 10),
                                    sizing_mode="stretch_width", min_height=60)
         # Same widget family as Generate/Stop (a real button), outlined: it is the secondary action here.
-        self.use = pn.widgets.Button(label="Analyse prompt + continuation", color="primary", variant="outline",
-                                     width=240, disabled=True, margin=(5, 10))
+        self.use = pn.widgets.Button(label="Analyse prompt + continuation", color="primary",
+                                     variant="outline", width=240, disabled=True, margin=(5, 10),
+                                     css_classes=["pg-press"])
         self.use.on_click(lambda _: state.append_continuation())
         self.use_help = caption("<b>Analyse prompt + continuation</b> makes the prompt and the generated tokens the "
                                 "new prompt, so the token strip, attention, residual and next-token views describe "
@@ -46,8 +49,9 @@ class GenerateView:
                     "the next token, one token is drawn from it (temperature 0: always the most likely one), "
                     "appended, and the model runs again on the longer text. Each new token is shaded by the "
                     "probability the model gave it: darker = more confident (hover for the value)."),
-            pn.Row(self.max_new, self.temperature, self.top_k, self.top_p, self.seed),
-            self.output, pn.Row(self.use, self.use_help), name="Generate", sizing_mode="stretch_width",
+            wrap_row(self.max_new, self.temperature, self.top_k, self.top_p, self.seed),
+            self.output, wrap_row(self.use, self.use_help, styles={"flex-wrap": "wrap"}), name="Generate",
+            sizing_mode="stretch_width",
         )
         self.update()  # built after a generation (the tab opened later): show it
 

@@ -13,7 +13,7 @@ import slm
 
 from .. import analysis
 from ..state import PlaygroundState
-from .common import caption, esc, title
+from .common import caption, esc, labelled_checkbox, title, wrap_row
 
 
 def table_html(heading: str, rows: list[str], columns: list[str], values: np.ndarray,
@@ -25,7 +25,7 @@ def table_html(heading: str, rows: list[str], columns: list[str], values: np.nda
     starts = set()
     group_row = ""
     if groups:
-        cells, col = ["<th></th>"], 0
+        cells, col = ["<td></td>"], 0
         for label, width in groups:
             starts.add(col)
             cells.append(f"<th colspan='{width}' class='pg-group'>{esc(label)}</th>")
@@ -43,7 +43,7 @@ def table_html(heading: str, rows: list[str], columns: list[str], values: np.nda
                         for c, v in enumerate(values[i]))
         body.append(f"<tr{row_css}><td class='pg-tokcell'>{esc(label)}</td>{cells}</tr>")
     caption_html = f"<caption style='caption-side: top; text-align: left'><b>{heading}</b> {note}</caption>"
-    return f"<table class='pg-table'>{caption_html}{group_row}<tr><th></th>{head}</tr>{''.join(body)}</table>"
+    return f"<table class='pg-table'>{caption_html}{group_row}<tr><td></td>{head}</tr>{''.join(body)}</table>"
 
 
 ACTIVATION_LABELS = {  # the FFN hidden layer, as a formula; {x} is what the FFN reads
@@ -155,25 +155,31 @@ def activation_name(activation: str) -> str:
     return {"relu": "ReLU", "gelu": "GELU", "swiglu": "SwiGLU"}.get(activation, activation)
 
 
+def _named(label: str, buttons: pn.widgets.RadioButtonGroup) -> pn.Column:
+    """A button group with its name above it, like the labelled selects beside it (Bokeh draws none)."""
+    return pn.Column(pn.pane.HTML(f"<div class='pg-group-label'>{esc(label)}</div>", margin=(4, 10, 0, 10)),
+                     buttons, margin=0)
+
+
 class LessonView:
     def __init__(self, state: PlaygroundState) -> None:
         self.state = state
         p = state.param
-        self.toggles = pn.Row(
-            pn.widgets.RadioButtonGroup.from_param(p.norm_placement, label="norm placement", width=110),
-            pn.widgets.RadioButtonGroup.from_param(p.norm, label="norm", width=110),
+        self.toggles = wrap_row(
+            _named("norm placement", pn.widgets.RadioButtonGroup.from_param(p.norm_placement, width=110)),
+            _named("norm", pn.widgets.RadioButtonGroup.from_param(p.norm, width=110)),
             pn.widgets.Select.from_param(p.positions, label="positions", width=120),
             pn.widgets.Select.from_param(p.n_heads, label="heads", width=70),
             pn.widgets.Select.from_param(p.n_kv_heads, label="kv heads (GQA)", width=110),
-            pn.widgets.RadioButtonGroup.from_param(p.activation, label="FFN activation", width=170,
-                                                   options={"ReLU": "relu", "GELU": "gelu", "SwiGLU": "swiglu"}),
-            pn.widgets.Checkbox.from_param(p.causal, label="causal mask", margin=(28, 10, 10, 10)),
+            _named("FFN activation", pn.widgets.RadioButtonGroup.from_param(
+                p.activation, width=170, options={"ReLU": "relu", "GELU": "gelu", "SwiGLU": "swiglu"})),
+            labelled_checkbox(state, "causal", "causal mask", margin=(10, 10, 14, 10)),
         )
         self.toggle_labels = caption("Architecture (re-creates the lesson model from the same seed): norm before "
                                      "or after each sublayer · layer norm or RMS norm · how positions enter · "
                                      "heads · key/value heads shared by groups of query heads (GQA) · the "
                                      "feed-forward activation (ReLU, GELU, or SwiGLU with its extra gate).")
-        self.compare = pn.widgets.Checkbox.from_param(p.compare, label="change one token and compare")
+        self.compare = labelled_checkbox(state, "compare", "change one token and compare", margin=(10, 10, 14, 10))
         self.compare_position = pn.widgets.IntInput.from_param(p.compare_position, label="position", width=90)
         self.compare_token = pn.widgets.Select(label="new token", options=list(slm.LESSON_VOCAB), width=110,
                                                value=state.compare_token)
@@ -192,19 +198,19 @@ class LessonView:
             self.switch)
         self.body = pn.Column(
             self.toggle_labels, self.toggles,
-            title("Change one token", level=4),
+            title("Change one token", level=3),
             caption("Swap the token at one position and run again. Rows marked <b style='color:#0072B2'>=</b> are "
                     "bit-identical, rows marked <b style='color:#D55E00'>≠</b> changed. With the causal mask, every "
                     "row before the swapped position stays identical: no earlier token can see a later one."),
-            pn.Row(self.compare, self.compare_position, self.compare_token), self.compare_note,
-            title("The tables", level=4),
+            wrap_row(self.compare, self.compare_position, self.compare_token), self.compare_note,
+            title("The tables", level=3),
             caption("One row per position, 4 decimals. Read them in order: the rows <code>x</code> enter the "
                     "block; the projections make <code>q</code>, <code>k</code>, <code>v</code>; each head's "
                     "<code>attention</code> weights mix the value rows into its <code>head_out</code>; adding the "
                     "heads' writes to x gives <code>h</code>; the feed-forward network's hidden layer and write "
                     "give <code>y</code>."),
             self.heads_note, self.tables,
-            title("Remove a head", level=4),
+            title("Remove a head", level=3),
             caption("Zero one head's <code>head_out</code> and compare the next-token probabilities at the "
                     "selected position."),
             self.ablate, self.ablation,
@@ -241,7 +247,10 @@ class LessonView:
         self.compare_note.object = note
         tables = lesson_tables(state.trace, state.tokens.labels, other, state.model)
         self.heads_note.object = heads_note(state.model.cfg)
-        self.tables.object = "<div class='pg-tables'>" + "".join(f"<div>{t}</div>" for t in tables) + "</div>"
+        # Each table scrolls inside its own box when it is wider than the screen (a phone), never the page.
+        self.tables.object = "<div class='pg-tables'>" + "".join(
+            f"<div class='pg-scroll' tabindex='0' role='region' aria-label='table {i + 1}'>{t}</div>"
+            for i, t in enumerate(tables)) + "</div>"
         self.ablation.object = self._ablation_table(state)
 
     @staticmethod

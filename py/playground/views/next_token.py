@@ -9,7 +9,7 @@ from bokeh.transform import dodge
 
 from .. import analysis
 from ..state import PlaygroundState
-from .common import NEGATIVE, POSITIVE, caption, esc, patches_bokeh, small_figure, title
+from .common import NEGATIVE, POSITIVE, Numbers, caption, esc, patches_bokeh, save_tool, small_figure, title
 
 TOP_K = 10
 SINGLE_HEIGHT = 0.7  # bar height (in category units) when the model's bars are alone
@@ -19,8 +19,10 @@ PAIR_HEIGHT, PAIR_OFFSET = 0.34, 0.18  # side by side with the ablated bars
 class NextTokenView:
     def __init__(self, state: PlaygroundState) -> None:
         self.state = state
+        self.numbers = Numbers("next-token")
         self.source = ColumnDataSource(data=dict(token=[], prob=[], ablated=[], prob_text=[]))
-        fig = small_figure(width=560, height=320, y_range=FactorRange(), x_range=(0, 1), title="", name="next-token")
+        fig = small_figure(sizing_mode="stretch_width", min_width=280, max_width=720, height=320,
+                           y_range=FactorRange(), x_range=(0, 1), title="", name="next-token")
         # Two bar sets side by side only while a head is removed; alone, the model's bars sit on their labels.
         # The Dodge transforms are kept so that update() can move them (0 offset without a comparison).
         full_y, ablated_y = dodge("token", 0.0, range=fig.y_range), dodge("token", -PAIR_OFFSET, range=fig.y_range)
@@ -43,11 +45,12 @@ class NextTokenView:
                                     LegendItem(label="with the head removed", renderers=[self.ablated_bars])],
                              location="bottom_right", label_text_font_size="11px")
         fig.add_layout(self.legend)
-        self.fig = fig
+        self.fig = save_tool(fig, "next-token")
         # `ablate` is a string in the state (so a URL can carry it); its choices depend on the model's shape.
         self.ablate = pn.widgets.Select(label="Remove a head (ablation)", options=["none"], value="none", width=200)
         self.ablate.param.watch(lambda event: setattr(state, "ablate", event.new), "value")
         self.summary = pn.pane.HTML("", margin=(0, 10))
+        self.text = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width")
         pn.bind(self.update, state.param.trace, state.param.position, state.param.ablate, watch=True)
         self.update()
         self.panel = pn.Column(
@@ -55,7 +58,8 @@ class NextTokenView:
             caption(f"After reading up to the selected token, the model's probabilities for the next token (the "
                     f"{TOP_K} most likely; from <code>softmax(logits)</code>). Remove a head to zero its "
                     "<code>head_out</code> write and watch the probabilities move."),
-            self.ablate, self.summary, pn.pane.Bokeh(fig, margin=(0, 10)),
+            self.ablate, self.summary, pn.pane.Bokeh(fig, margin=(0, 10), sizing_mode="stretch_width"),
+            self.text, self.numbers.button,
             name="Next token", sizing_mode="stretch_width",
         )
 
@@ -83,6 +87,14 @@ class NextTokenView:
         self.fig.height = max(180, 26 * len(tokens) + 70)
         label = state.tokens.labels[position]
         self.fig.title.text = f"What comes after position {position} (“{label}”)?"
+        header, rows = ["token", "probability"], [[t, float(p)] for t, p in zip(tokens, top, strict=True)]
+        if has_ablation:
+            header.append(f"without {state.ablate}")
+            rows = [[*row, float(a)] for row, a in zip(rows, ablated, strict=True)]
+        self.text.object = self.numbers.record("next token",
+            f"After “{esc(label)}” (position {position}) the most likely next token is “{esc(tokens[0])}” "
+            f"({top[0]:.2f}), then “{esc(tokens[1])}” ({top[1]:.2f}).", f"Show the {len(tokens)} most likely tokens",
+            header, rows)
         if has_ablation:
             moved = float(np.abs(ablated_all[position] - probs).sum() / 2)
             self.summary.object = (f"<div class='pg-calm'>Without {esc(state.ablate)} the distribution moves by "
