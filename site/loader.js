@@ -301,8 +301,15 @@ async function startWorker(manifest, mainJs) {
 
   const sendChange = (event) => {
     if ((event.setter_id != null && event.setter_id === "py") || patching > 0) return;
-    if (worker.busy && event.model && event.attr) {
-      worker.queue = worker.queue.filter((e) => !(e.model === event.model && e.attr === event.attr));
+    if (worker.busy) {
+      // Held until the worker is idle, in order: a Generate click must not overtake the prompt typed just before
+      // it. A property change replaces an older change of the same property, unless a click or another event
+      // stands between them.
+      if (event.model && event.attr) {
+        const barrier = worker.queue.findLastIndex((e) => !(e.model && e.attr)) + 1;
+        const same = (e) => e.model === event.model && e.attr === event.attr;
+        worker.queue = [...worker.queue.slice(0, barrier), ...worker.queue.slice(barrier).filter((e) => !same(e))];
+      }
       worker.queue.push(event);
       return;
     }

@@ -76,7 +76,7 @@ def test_heads_view_draws_the_scores_and_show_me_selects_the_head(page, app_url,
     page.screenshot(path=ARTIFACTS / f"heads_{model}_show_me.png", full_page=True)
     if model == "shipped":  # the roles that need the held-out sentences saved with the trained model's weights
         for role, title in (("pronoun", "pronoun → referent"), ("bracket", "bracket matching")):
-            page.locator(".bk-tab", has_text="Heads").click()
+            page.get_by_role("radio", name="Heads", exact=True).check()
             best = circuits.show_me(state.model, state.tokenizer, role)
             page.get_by_role("button", name=f"show me: {title} (layer {best.layer} · head {best.head})").click()
             page.get_by_text(f"layer {best.layer} · head {best.head}, large").wait_for(timeout=10_000)

@@ -49,7 +49,7 @@ def generate(page: Page, prompt: str) -> tuple[list[list[int]], list[str]]:
 
 def show_tab(page: Page, tab: str, column: str) -> list[str]:
     """Open a tab and wait until a data source of its views has a non-empty `column`; every such column's values."""
-    page.click(".bk-tab", tab)
+    page.click("label", tab)  # the view switcher: a radio group, its labels are clicked
     page.wait_js(f"({SOURCES_JS})('{column}').some((n) => n > 0)", timeout_s=30)
     return page.evaluate(VALUES_JS, column)
 
@@ -60,7 +60,7 @@ def test_hosted_site_runs_streams_and_restores_its_snapshot(engines: Engines, en
     """Ready with the prompt from the query string; Generate streams tokens; the attention and residual views have
     data; the memory snapshot is saved, and the reload starts from it and generates the same tokens."""
     with serve(vendored_site) as url, engines.page(engine) as page:
-        page.open(url + "index.html?prompt=the%20cat")
+        page.open(url + "index.html?view=generate&prompt=the%20cat")
         page.screenshot("e2e-01-ready")
         assert page.evaluate("document.body.dataset.ready") == "1", (page.text("#error"), page.console)
         timings = page.evaluate("window.siteInfo.timings")
@@ -100,7 +100,7 @@ def test_hosted_site_runs_streams_and_restores_its_snapshot(engines: Engines, en
         page.wait_js(f"({SOURCES_JS})('weight').length && ({SOURCES_JS})('prob').length", timeout_s=60)
         # NumPy's extension modules work after the restore: the same tokens and attention weights as before.
         assert generate(page, "the dogs")[1] == first
-        page.click(".bk-tab", "Generate")  # the reload kept the tab in the URL: Residual stream
+        page.click("label", "Generate")  # the reload kept the tab in the URL: Residual stream
         page.screenshot("e2e-06-from-snapshot-generated")
         assert show_tab(page, "Attention", "weight") == attention
         assert page.external == [], page.external

@@ -198,10 +198,10 @@ def test_portable_file_runs_the_playground_from_disk_offline(browser: object, ve
         visit.wait_js(f"({SOURCES_JS})('weight').some((n) => n > 0)", timeout_s=30)
         for tab, column, shot in (("Residual stream", "value", "portable-02-residual"),
                                   ("Next token", "prob", "portable-03-next-token")):
-            page.get_by_text(tab, exact=True).first.click()
+            page.get_by_role("radio", name=tab, exact=True).check()
             visit.wait_js(f"({SOURCES_JS})('{column}').some((n) => n > 0)", timeout_s=30)
             visit.screenshot(shot)
-        page.get_by_text("Lesson", exact=True).first.click()
+        page.get_by_role("radio", name="Lesson", exact=True).check()
         page.get_by_role("button", name="Switch to the lesson model").click()
         page.get_by_text("The tables", exact=True).wait_for(timeout=30_000)  # the lesson model's tables
         visit.screenshot("portable-04-lesson")
@@ -259,7 +259,7 @@ def test_portable_file_runs_in_every_engine(engines: Engines, engine: str, vendo
         assert any(max((w for w in json.loads(ws) if w is not None), default=0) > 0 for ws in attention)
         page.screenshot("portable-e2e-02-attention")
         assert any(json.loads(values) for values in show_tab(page, "Residual stream", "value"))
-        page.click(".bk-tab", "Generate")
+        page.click("label", "Generate")
         frames, tokens = generate_in(page, "the dogs")
         assert len(tokens) > 1, frames
         page.screenshot("portable-e2e-03-generated")

@@ -29,7 +29,7 @@ VALUES_JS = """(column) => [...Bokeh.documents[0].all_models]
 
 def attention_values(visit: Visit) -> list[str]:
     """Open the Attention tab and read every attention weight it shows (once they are there)."""
-    visit.page.get_by_text("Attention", exact=True).first.click()
+    visit.page.get_by_role("radio", name="Attention", exact=True).check()
     visit.wait_js(f"({SOURCES_JS})('weight').some((n) => n > 0)", timeout_s=30)
     visit.page.wait_for_timeout(500)
     return visit.page.evaluate(VALUES_JS, "weight")
@@ -72,7 +72,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_app_runs_generates_and_renders_with_no_external_request(browser: object, site: Path) -> None:
     with serve(site) as url, Visit(browser, url) as visit:
         page = visit.page
-        visit.open("index.html?prompt=the%20cat")
+        visit.open("index.html?view=generate&prompt=the%20cat")
         visit.screenshot("e2e-01-ready")
         assert page.evaluate("document.body.dataset.ready") == "1", (
             page.text_content("#error"), visit.console)
@@ -106,7 +106,7 @@ def test_app_runs_generates_and_renders_with_no_external_request(browser: object
         for tab, column, shot in (("Attention", "weight", "e2e-03-attention"),
                                   ("Next token", "prob", "e2e-04-next-token"),
                                   ("Residual stream", "value", "e2e-05-residual")):
-            page.get_by_text(tab, exact=True).first.click()
+            page.get_by_role("radio", name=tab, exact=True).check()
             page.wait_for_timeout(500)
             visit.screenshot(shot)
             lengths = page.evaluate(SOURCES_JS, column)
@@ -164,7 +164,7 @@ def test_second_visit_starts_from_the_memory_snapshot(browser: object, site: Pat
     """The first visit leaves a memory snapshot behind (site/snapshot.js); the next one starts from it, with
     Panel and the app already imported, and behaves exactly as a start from the packages."""
     with serve(site) as url, Visit(browser, url) as visit:
-        visit.open("index.html?prompt=the%20cat")
+        visit.open("index.html?view=generate&prompt=the%20cat")
         assert visit.page.evaluate("document.body.dataset.ready") == "1", visit.page.text_content("#error")
         assert visit.info()["snapshot"] == "none"
         assert visit.snapshot_outcome() == "saved", visit.console

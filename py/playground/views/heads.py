@@ -15,7 +15,7 @@ from slm import roles
 
 from .. import circuits
 from ..state import PlaygroundState
-from .common import WEIGHT_PALETTE, caption, esc, label_axis, patches_bokeh, small_figure, title
+from .common import WEIGHT_PALETTE, caption, esc, label_axis, patches_bokeh, small_figure, title, wrap_row
 
 HOVER = [("role", "@role_title"), ("head", "layer @layer · head @head"), ("score", "@text"), ("rows averaged", "@n")]
 WALK = (
@@ -37,7 +37,7 @@ class HeadsView:
         self.prompt_fig = self._figure(self.prompt_source, "On this prompt", "heads-prompt")
         self.probe_fig = self._figure(self.probe_source, "On the probe set", "heads-probes")
         self.table = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width")
-        self.buttons = pn.Row(margin=(0, 10))
+        self.buttons = wrap_row(margin=(0, 10))  # wraps on a narrow screen
         self.shape: tuple[int, int] | None = None
         self.model_seen: object = None
         pn.bind(self.update, state.param.trace, watch=True)
@@ -53,7 +53,7 @@ class HeadsView:
                     "the prompt above, and averaged over held-out probe prompts. Grey: the prompt has no instance "
                     "of the role. Click a cell to select that head in the Attention view."),
             self.table, self.buttons,
-            pn.Row(pn.pane.Bokeh(self.prompt_fig, margin=(0, 10)), pn.pane.Bokeh(self.probe_fig, margin=(0, 10))),
+            wrap_row(pn.pane.Bokeh(self.prompt_fig, margin=(0, 10)), pn.pane.Bokeh(self.probe_fig, margin=(0, 10))),
             pn.pane.HTML(f"<div class='pg-calm'>{WALK}</div>", margin=(0, 10), sizing_mode="stretch_width"),
             name="Heads", sizing_mode="stretch_width",
         )

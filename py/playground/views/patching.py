@@ -19,7 +19,7 @@ from slm.interventions import Site
 
 from .. import analysis, circuits
 from ..state import PlaygroundState
-from .common import caption, esc, label_axis, patches_bokeh, small_figure, title
+from .common import caption, esc, label_axis, patches_bokeh, small_figure, title, wrap_row
 
 PALETTE = RdBu11[::-1]  # blue = towards the other run's answer, red = away from it; colour-blind safe pair
 HOVER = [("patch", "@what"), ("metric", "@metric{0.000}"), ("moved", "@moved_text")]
@@ -67,10 +67,10 @@ class PatchingView:
                     "a layer at one position, or one head's output — and shows how far that moves the metric "
                     "towards the other run's value (1 = all the way, 0 = not at all). Click a cell to see the "
                     "patched run."),
-            pn.Row(self.position, self.token, self.good, self.bad),
-            pn.Row(self.direction, self.example),
+            wrap_row(self.position, self.token, self.good, self.bad),
+            wrap_row(self.direction, self.example),
             self.summary,
-            pn.Row(pn.pane.Bokeh(self.resid_fig, margin=(0, 10)), pn.pane.Bokeh(self.head_fig, margin=(0, 10))),
+            wrap_row(pn.pane.Bokeh(self.resid_fig, margin=(0, 10)), pn.pane.Bokeh(self.head_fig, margin=(0, 10))),
             self.detail, self.show_button,
             name="Patching", sizing_mode="stretch_width",
         )
