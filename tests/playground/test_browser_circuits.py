@@ -9,24 +9,13 @@ from urllib.parse import quote
 
 import numpy as np
 import pytest
+from test_browser import FIND_VIEW  # the same lookup of a Bokeh view by its model's name
 
 from playground import circuits
 from playground.state import PlaygroundState
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
 
-FIND_VIEW = """
-(name) => {
-  const found = [];
-  const walk = (v) => {
-    if (!v) return;
-    if (v.model && v.model.name === name) found.push(v);
-    for (const c of (v.child_views ?? [])) walk(c);
-  };
-  for (const root of Bokeh.index.roots) walk(root);
-  return found[0];
-}
-"""
 SOURCE_DATA = f"""
 (name) => {{
   const view = ({FIND_VIEW})(name);
