@@ -9,22 +9,13 @@ from urllib.parse import quote
 
 import numpy as np
 import pytest
-from test_browser import FIND_VIEW  # the same lookup of a Bokeh view by its model's name
+from test_browser import FIND_VIEW, SOURCE_DATA  # the same lookups of a Bokeh view and its data
 
 from playground import circuits
 from playground.state import PlaygroundState
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
 
-SOURCE_DATA = f"""
-(name) => {{
-  const view = ({FIND_VIEW})(name);
-  const data = view.model.renderers[0].data_source.data;
-  const out = {{}};
-  for (const [k, v] of (data instanceof Map ? data.entries() : Object.entries(data))) out[k] = Array.from(v);
-  return out;
-}}
-"""
 CELL_CENTRE = f"""
 ([name, x, y]) => {{
   const view = ({FIND_VIEW})(name);
