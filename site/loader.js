@@ -314,6 +314,7 @@ async function startWorker(manifest, mainJs) {
       return;
     }
     worker.busy = true;
+    body.dataset.worker = "busy"; // until 'idle' with nothing held: tests wait for the answer to a click
     worker.postMessage({ type: "patch", patch: jsdoc.create_json_patch([event]) });
   };
 
@@ -370,6 +371,8 @@ async function startWorker(manifest, mainJs) {
         if (info.snapshot === "restored") body.dataset.snapshot = "restored";
         else saveSnapshot(manifest, kept);
       }
+    } else if (msg.type === "views-built") {
+      body.dataset.views = "built";
     } else if (msg.type === "idle") {
       if (worker.queue.length) {
         const patch = jsdoc.create_json_patch(worker.queue);
@@ -377,6 +380,7 @@ async function startWorker(manifest, mainJs) {
         worker.postMessage({ type: "patch", patch });
       } else {
         worker.busy = false;
+        body.dataset.worker = "idle";
       }
     } else if (msg.type === "patch") {
       const patch = !vendorUrls ? msg.patch

@@ -3,8 +3,8 @@
 // Protocol: Panel's pyodide-worker protocol (what `panel convert --to pyodide-worker` generates, see
 // panel/_templates/pyodide_worker.js): worker -> page 'status', 'render', 'patch', 'idle';
 // page -> worker 'rendered', 'patch', 'location'. Added for the loader: page -> worker 'start';
-// worker -> page 'progress', 'stage', 'ready', 'error'. A second instance of this worker, started by the page
-// after 'ready' when no memory snapshot of this build exists yet, gets 'snapshot' and answers 'snapshot'
+// worker -> page 'progress', 'stage', 'ready', 'views-built', 'error'. A second instance of this worker, started by
+// the page after 'ready' when no memory snapshot of this build exists yet, gets 'snapshot' and answers 'snapshot'
 // (snapshot.js).
 
 // The site root: worker.js sits next to index.html. A worker the page made from a blob (an opaque origin: the
@@ -382,8 +382,10 @@ self.onmessage = async (event) => {
       py.get("link_docs")(sendPatch);
       post({ type: "ready", heapBytes: heapBytes(), loaded: Object.keys(pyodide.loadedPackages), fetched: fetched() });
       const playground = py.get("playground");
-      playground.start_building_hidden();
+      const building = playground.start_building_hidden();
       playground.destroy();
+      // The page marks when every view is on it (body[data-views="built"]): tests and benchmarks wait for it.
+      building.then(() => post({ type: "views-built" })).finally(() => building.destroy());
     } else if (msg.type === "patch") {
       try {
         await py.get("apply_patch")(msg.patch);

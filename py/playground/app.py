@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import html
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -128,6 +129,8 @@ class Playground:
         self.root = pn.Column(sizing_mode="stretch_width", max_width=1600, css_classes=["pg-root"])
         # start_building_hidden()'s task, kept here: the event loop holds only a weak reference to it.
         self._hidden_task: asyncio.Future | None = None
+        self._last_change = 0.0  # time.monotonic() of the state's last change: the background building waits
+        state.param.watch(self._note_change, [name for name in state.param if name != "name"])
         self._layout()
 
     def _build_share(self) -> None:
@@ -204,7 +207,7 @@ class Playground:
         self.state.view = event.new
 
     def _show(self, name: str) -> None:
-        self.views[name]  # noqa: B018 - builds the view on first use
+        self.views[name].catch_up()  # built on first use; brought up to date before it is shown
         for other in VIEW_CLASSES:
             if self.views.built(other):
                 self.views[other].panel.visible = other == name
@@ -219,22 +222,29 @@ class Playground:
             for name in VIEW_CLASSES:
                 views[name]  # noqa: B018
 
-    async def build_hidden_stepwise(self, pause: float = 0.05) -> None:
-        """build_hidden() one view at a time, yielding in between and waiting while a generation streams: in the
-        static site the app's one Python thread also runs the learner's first actions (typing, Generate), which
-        then wait at most for one view instead of all of them. Used by the site after 'ready'."""
+    def _note_change(self, *_: object) -> None:
+        self._last_change = time.monotonic()
+
+    async def build_hidden_stepwise(self, pause: float = 0.05, quiet: float = 0.3) -> None:
+        """build_hidden() one view at a time, each once the state has been still for `quiet` seconds and no
+        generation streams: in the static site the app's one Python thread also runs the learner's first actions
+        (typing, then Generate a moment later), which then wait at most for one view instead of all of them, and
+        a view's patch (the page lays it out for ~0.2 s) does not land in the middle of a token stream. Used by
+        the site after 'ready'."""
         for name in VIEW_CLASSES:
             await asyncio.sleep(pause)
-            while self.state.generating:
-                await asyncio.sleep(0.1)
+            while self.state.generating or time.monotonic() - self._last_change < quiet:
+                await asyncio.sleep(pause)
             if self.state.embed:
                 return
             self.views[name]  # noqa: B018 - no-op when built already (e.g. it was chosen)
 
-    def start_building_hidden(self) -> None:
-        """Start build_hidden_stepwise() in the background (the static site calls this right after 'ready')."""
+    def start_building_hidden(self) -> asyncio.Future:
+        """Start build_hidden_stepwise() in the background (the static site calls this right after 'ready');
+        its task, done when every view is built."""
         if self._hidden_task is None:
             self._hidden_task = asyncio.ensure_future(self.build_hidden_stepwise())
+        return self._hidden_task
 
     @property
     def hidden_views_pending(self) -> bool:

@@ -10,6 +10,7 @@ import pytest
 
 import slm
 from playground import circuits
+from playground.app import Playground
 from playground.state import URL_PARAMS, PlaygroundState
 from playground.views.heads import HeadsView
 from playground.views.patching import PatchingView
@@ -155,8 +156,9 @@ def test_patching_explains_what_is_missing_and_escapes_it(state):
 
 
 def test_patching_waits_while_hidden_and_catches_up(state):
+    app = Playground(state)
     state.view = "patching"
-    view = PatchingView(state)
+    view = app.views["patching"]
     state.load_patch_example()
     state.view = "generate"
     before = view.run

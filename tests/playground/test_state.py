@@ -190,6 +190,7 @@ def test_activation_toggle_rebuilds_the_ffn_and_its_label(state, activation, lab
     from playground.app import Playground
 
     app = Playground(state)
+    state.view = "lesson"  # a view redraws while it is shown
     state.activation = activation
     assert state.model.cfg.activation == activation
     assert ("blocks.0.ffn.w_gate" in state.model.params) == (activation == "swiglu")
@@ -209,6 +210,7 @@ def test_lesson_shows_q_k_v_split_by_head_and_gqa_sharing(state):
     from playground.app import Playground
 
     app = Playground(state)
+    state.view = "lesson"  # a view redraws while it is shown
     lesson = app.views["lesson"]
     tables = lesson.tables.object
     # two heads of size 2: q's columns 0-1 are head 0, columns 2-3 head 1 (a reshape of the (T, d) table)
@@ -232,7 +234,7 @@ def test_pronoun_head_hint_is_actionable():
     model = slm.Model.init(cfg, seed=1)
     # The trainer may keep the note only among its metrics: the app finds it there too.
     model.meta.update(vocab=vocab, training={"metrics": {"pronoun_head": [1, 2], "pronoun_head_query": "copula"}})
-    app = Playground(PlaygroundState(model_name="lesson"))
+    app = Playground(PlaygroundState(model_name="lesson", view="attention"))
     state, attention = app.state, app.views["attention"]
     state.use_model(model)
     state.prompt = "the cat ran"
@@ -251,6 +253,7 @@ def test_pronoun_head_hint_is_actionable():
 def test_next_token_bars_sit_on_their_labels_without_a_comparison(state):
     from playground.app import Playground
 
+    state.view = "next"  # a view redraws while it is shown
     view = Playground(state).views["next"]
     full, ablated = view.dodges
     assert full.value == 0 and view.full_bars.glyph.height == pytest.approx(0.7) and not view.ablated_bars.visible
@@ -264,6 +267,7 @@ def test_next_token_bars_sit_on_their_labels_without_a_comparison(state):
 def test_analyse_button_is_a_button_that_says_what_it_does(state):
     from playground.app import Playground
 
+    state.view = "generate"  # a view redraws while it is shown
     view = Playground(state).views["generate"]
     assert view.use.label == "Analyse prompt + continuation" and view.use.disabled
     assert view.use.color == "primary" and view.use.variant == "outline"
@@ -306,6 +310,40 @@ def test_app_builds_and_views_follow_the_state():
     assert set(attention.large.cells.data["query_token"]) == {"<start>", "the", "cat", "was", "tired"}
     app.state.param.update(embed=True, view="residual")
     assert app.views["residual"].panel in app.root.objects and app.content not in app.root.objects
+
+
+def shown(view) -> str:
+    """Everything a view puts on the page: its HTML panes' text and its charts' data."""
+    import json
+
+    import panel as pn
+    from bokeh.models import ColumnDataSource
+
+    html = [pane.object for pane in view.panel.select(pn.pane.HTML)]
+    data = sorted(json.dumps(source.data, default=lambda a: np.asarray(a).tolist())  # select() gives a set
+                  for pane in view.panel.select(pn.pane.Bokeh) for source in pane.object.select(ColumnDataSource))
+    return json.dumps([html, data])
+
+
+def test_hidden_views_wait_and_then_show_what_a_fresh_view_shows():
+    """A prompt or position change redraws only the view on the page; a hidden view is marked stale, unchanged,
+    and when shown it shows what a view built from scratch for the new state shows."""
+    from playground.app import VIEW_CLASSES, Playground
+
+    app = Playground(PlaygroundState(model_name="lesson", prompt="the cat", view="map"))
+    app.build_hidden()
+    hidden = [name for name in VIEW_CLASSES if name not in ("map", "generate")]  # generate: always up to date
+    before = {name: shown(app.views[name]) for name in hidden}
+    app.state.param.update(prompt="the cat was tired", position=3)
+    assert not app.views["generate"].stale and "tired" in app.views["generate"].output.object
+    assert shown(app.views["map"]) != shown(Playground(PlaygroundState(model_name="lesson", prompt="the cat",
+                                                                       view="map")).views["map"])
+    for name in hidden:
+        assert app.views[name].stale and shown(app.views[name]) == before[name], name
+    for name in hidden:
+        app.switcher.value = name
+        fresh = Playground(PlaygroundState(model_name="lesson", prompt="the cat was tired", position=3, view=name))
+        assert not app.views[name].stale and shown(app.views[name]) == shown(fresh.views[name]), name
 
 
 def test_views_follow_a_two_layer_model_of_the_shipped_shape():
@@ -357,8 +395,9 @@ def test_model_map_numbers_equal_the_residual_views(model_name, prompt):
     app.state.view = "map"
     model_map, residual = app.views["map"], app.views["residual"]
     for position in range(len(app.state.tokens.ids)):
-        app.state.position = position
+        app.state.param.update(position=position, view="residual")  # a view redraws while it is shown
         bars = dict(zip(residual.attr_source.data["name"], residual.attr_source.data["value"], strict=True))
+        app.state.view = "map"
         nodes = dict(zip(model_map.source.data["name"], model_map.source.data["value"], strict=True))
         logit = nodes.pop("unembed")
         assert nodes == bars  # exactly: the same numbers, every one of them, none left out

@@ -30,6 +30,7 @@ VALUES_JS = """(column) => [...Bokeh.documents[0].all_models]
 def attention_values(visit: Visit) -> list[str]:
     """Open the Attention tab and read every attention weight it shows (once they are there)."""
     visit.page.get_by_role("radio", name="Attention", exact=True).check()
+    visit.wait_js("document.body.dataset.worker === 'idle'", timeout_s=30)  # a hidden view catches up when shown
     visit.wait_js(f"({SOURCES_JS})('weight').some((n) => n > 0)", timeout_s=30)
     visit.page.wait_for_timeout(500)
     return visit.page.evaluate(VALUES_JS, "weight")
@@ -85,7 +86,7 @@ def test_app_runs_generates_and_renders_with_no_external_request(browser: object
         # Prompt -> generate: the page paints the tokens as they arrive, one patch each. Recorded in the page,
         # once per frame (Playwright round trips are too coarse at ~50 tokens/s), after the hidden tabs'
         # views have arrived and been drawn, as they have by the time a learner clicks.
-        visit.wait_js(f"({SOURCES_JS})('weight').length && ({SOURCES_JS})('prob').length", timeout_s=60)
+        visit.wait_js("document.body.dataset.views === 'built'", timeout_s=60)
         page.wait_for_timeout(1000)
         prompt.fill("the dog")
         page.wait_for_timeout(300)

@@ -21,6 +21,7 @@ from .common import (
     MASKED_HATCH,
     WEIGHT_PALETTE,
     Numbers,
+    View,
     caption,
     esc,
     label_axis,
@@ -95,7 +96,7 @@ def _empty() -> dict:
     return {"query": [], "key": [], "weight": [], "query_token": [], "key_token": []}
 
 
-class AttentionView:
+class AttentionView(View):
     def __init__(self, state: PlaygroundState) -> None:
         self.state = state
         self.mapper = LinearColorMapper(palette=WEIGHT_PALETTE, low=0.0, high=1.0)
@@ -125,9 +126,9 @@ class AttentionView:
         head_select = pn.widgets.Select(label="Head shown large", options=[], width=170, margin=(0, 10))
         self.head_select = head_select
         head_select.param.watch(self._on_head_select, "value")
-        pn.bind(self.update, state.param.trace, watch=True)
-        pn.bind(self.select_head, state.param.layer, state.param.head, watch=True)
-        pn.bind(self.select_position, state.param.position, watch=True)
+        pn.bind(self.when_shown(self.update), state.param.trace, watch=True)
+        pn.bind(self.when_shown(self.select_head), state.param.layer, state.param.head, watch=True)
+        pn.bind(self.when_shown(self.select_position), state.param.position, watch=True)
         self.update()
         large = pn.Column(wrap_row(self.large_title, head_select), self.large_pane, self.readout, self.large_text,
                           sizing_mode="stretch_width", styles={"flex": "1 1 420px"}, max_width=760)

@@ -80,6 +80,38 @@ def labelled_checkbox(owner: Any, name: str, label: str, **params: Any) -> pn.wi
     return box
 
 
+class View:
+    """What the views below the switcher share: a view redraws only while it is on the page. A hidden one notes
+    that it is behind (`stale`) and catches up just before it is shown (Playground._show calls `catch_up`): a
+    prompt change then patches the charts of one view, not of eight, and the page lays out only what it shows
+    (BokehJS re-measures every chart a patch touches, hidden or not: measured, ~1 s of the page's main thread per
+    prompt change with all eight views up to date, during which streamed tokens could not be drawn)."""
+
+    panel: pn.viewable.Viewable
+    stale = False
+
+    def update(self, *_: object) -> None:
+        raise NotImplementedError
+
+    def when_shown(self, method: Callable[..., Any]) -> Callable[..., Any]:
+        """`method` as a watcher: run now if the view is on the page (or not laid out yet), else later."""
+
+        @functools.wraps(method)
+        def run(*args: Any) -> None:
+            panel = getattr(self, "panel", None)
+            if panel is None or panel.visible:
+                method(*args)
+            else:
+                self.stale = True
+
+        return run
+
+    def catch_up(self) -> None:
+        if self.stale:
+            self.stale = False
+            self.update()
+
+
 class WrapRow(pn.Row):
     """A row whose items wrap onto the next line when the screen is too narrow for them (a CSS flex row; Panel's
     FlexBox would do the same, but it is a ReactiveHTML component, which the static site's Content Security Policy

@@ -5,7 +5,7 @@ from __future__ import annotations
 import panel as pn
 
 from ..state import PlaygroundState
-from .common import caption, esc, title, wrap_row
+from .common import View, caption, esc, title, wrap_row
 
 
 def stream_html(prompt: str, generated: list[tuple[str, float]], running: bool) -> str:
@@ -21,7 +21,7 @@ def stream_html(prompt: str, generated: list[tuple[str, float]], running: bool) 
     return f"<div class='pg-stream' id='pg-stream'>{' '.join(spans)}</div>"
 
 
-class GenerateView:
+class GenerateView(View):
     def __init__(self, state: PlaygroundState) -> None:
         self.state = state
         # Number boxes rather than sliders: Bokeh's slider handle cannot be given an accessible name, a labelled
@@ -42,6 +42,8 @@ class GenerateView:
         self.use_help = caption("<b>Analyse prompt + continuation</b> makes the prompt and the generated tokens the "
                                 "new prompt, so the token strip, attention, residual and next-token views describe "
                                 "the whole text.")
+        # Always up to date, shown or not (unlike the other views): Generate and Enter work from every view, and
+        # the stream is one small HTML pane.
         pn.bind(self.update, state.param.generated, state.param.generating, state.param.prompt, watch=True)
         self.panel = pn.Column(
             title("Generate"),

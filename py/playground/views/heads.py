@@ -15,7 +15,7 @@ from slm import roles
 
 from .. import circuits
 from ..state import PlaygroundState
-from .common import WEIGHT_PALETTE, caption, esc, label_axis, patches_bokeh, small_figure, title, wrap_row
+from .common import WEIGHT_PALETTE, View, caption, esc, label_axis, patches_bokeh, small_figure, title, wrap_row
 
 HOVER = [("role", "@role_title"), ("head", "layer @layer · head @head"), ("score", "@text"), ("rows averaged", "@n")]
 WALK = (
@@ -28,7 +28,7 @@ WALK = (
 )
 
 
-class HeadsView:
+class HeadsView(View):
     def __init__(self, state: PlaygroundState) -> None:
         self.state = state
         self.mapper = LinearColorMapper(palette=WEIGHT_PALETTE, low=0.0, high=1.0, low_color="#eeeeee")
@@ -40,7 +40,7 @@ class HeadsView:
         self.buttons = wrap_row(margin=(0, 10))  # wraps on a narrow screen
         self.shape: tuple[int, int] | None = None
         self.model_seen: object = None
-        pn.bind(self.update, state.param.trace, watch=True)
+        pn.bind(self.when_shown(self.update), state.param.trace, watch=True)
         self.update()
         self.panel = pn.Column(
             title("Heads: what does each one do?"),

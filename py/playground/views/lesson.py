@@ -13,7 +13,7 @@ import slm
 
 from .. import analysis
 from ..state import PlaygroundState
-from .common import caption, esc, labelled_checkbox, title, wrap_row
+from .common import View, caption, esc, labelled_checkbox, title, wrap_row
 
 
 def table_html(heading: str, rows: list[str], columns: list[str], values: np.ndarray,
@@ -161,7 +161,7 @@ def _named(label: str, buttons: pn.widgets.RadioButtonGroup) -> pn.Column:
                      buttons, margin=0)
 
 
-class LessonView:
+class LessonView(View):
     def __init__(self, state: PlaygroundState) -> None:
         self.state = state
         p = state.param
@@ -215,8 +215,8 @@ class LessonView:
                     "selected position."),
             self.ablate, self.ablation,
         )
-        pn.bind(self.update, p.trace, p.position, p.compare, p.compare_position, p.compare_token, p.ablate,
-                watch=True)
+        pn.bind(self.when_shown(self.update), p.trace, p.position, p.compare, p.compare_position, p.compare_token,
+                p.ablate, watch=True)
         self.update()
         self.panel = pn.Column(
             title("Lesson mode: every number of one block"),

@@ -19,6 +19,7 @@ from .common import (
     NEGATIVE,
     POSITIVE,
     Numbers,
+    View,
     caption,
     esc,
     patches_bokeh,
@@ -42,7 +43,7 @@ def node_label(node: analysis.MapNode, labels: list[str]) -> str:
     return text
 
 
-class ModelMapView:
+class ModelMapView(View):
     def __init__(self, state: PlaygroundState) -> None:
         self.state = state
         self.numbers = Numbers("model-map")
@@ -88,7 +89,7 @@ class ModelMapView:
                                       css_classes=["pg-press"], margin=(0, 10))
         self.open.on_click(lambda _: self.open_detail(self.part.value))
         self._names: list[str] = []
-        pn.bind(self.update, state.param.trace, state.param.position, watch=True)
+        pn.bind(self.when_shown(self.update), state.param.trace, state.param.position, watch=True)
         self.update()
         self.panel = pn.Column(
             title("The model at a glance"),

@@ -9,14 +9,25 @@ from bokeh.transform import dodge
 
 from .. import analysis
 from ..state import PlaygroundState
-from .common import NEGATIVE, POSITIVE, Numbers, caption, esc, patches_bokeh, save_tool, small_figure, title
+from .common import (
+    NEGATIVE,
+    POSITIVE,
+    Numbers,
+    View,
+    caption,
+    esc,
+    patches_bokeh,
+    save_tool,
+    small_figure,
+    title,
+)
 
 TOP_K = 10
 SINGLE_HEIGHT = 0.7  # bar height (in category units) when the model's bars are alone
 PAIR_HEIGHT, PAIR_OFFSET = 0.34, 0.18  # side by side with the ablated bars
 
 
-class NextTokenView:
+class NextTokenView(View):
     def __init__(self, state: PlaygroundState) -> None:
         self.state = state
         self.numbers = Numbers("next-token")
@@ -51,7 +62,8 @@ class NextTokenView:
         self.ablate.param.watch(lambda event: setattr(state, "ablate", event.new), "value")
         self.summary = pn.pane.HTML("", margin=(0, 10))
         self.text = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width")
-        pn.bind(self.update, state.param.trace, state.param.position, state.param.ablate, watch=True)
+        pn.bind(self.when_shown(self.update), state.param.trace, state.param.position, state.param.ablate,
+                watch=True)
         self.update()
         self.panel = pn.Column(
             title("Next-token distribution"),

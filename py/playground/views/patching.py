@@ -19,18 +19,17 @@ from slm.interventions import Site
 
 from .. import analysis, circuits
 from ..state import PlaygroundState
-from .common import caption, esc, label_axis, patches_bokeh, small_figure, title, wrap_row
+from .common import View, caption, esc, label_axis, patches_bokeh, small_figure, title, wrap_row
 
 PALETTE = RdBu11[::-1]  # blue = towards the other run's answer, red = away from it; colour-blind safe pair
 HOVER = [("patch", "@what"), ("metric", "@metric{0.000}"), ("moved", "@moved_text")]
 
 
-class PatchingView:
+class PatchingView(View):
     def __init__(self, state: PlaygroundState) -> None:
         self.state = state
         self.run: circuits.PatchRun | None = None
         self.site: Site | None = None
-        self.stale = True
         self.mapper = LinearColorMapper(palette=PALETTE, low=-1.0, high=1.0, nan_color="#eeeeee")
         self.resid_source = ColumnDataSource(data=_empty())
         self.head_source = ColumnDataSource(data=_empty())
@@ -54,9 +53,8 @@ class PatchingView:
         self.show_button = pn.widgets.Button(label="Show this patched run in the other views", visible=False,
                                              color="primary", margin=(0, 10, 8, 10), width=330)
         self.show_button.on_click(self._show_in_views)
-        pn.bind(self.update, state.param.trace, state.param.patch_position, state.param.patch_token,
+        pn.bind(self.when_shown(self.update), state.param.trace, state.param.patch_position, state.param.patch_token,
                 state.param.good_token, state.param.bad_token, state.param.patch_from, watch=True)
-        pn.bind(self._on_view, state.param.view, watch=True)
         self.update()
         self.panel = pn.Column(
             title("Patching: where does one token's difference travel?"),
@@ -87,19 +85,11 @@ class PatchingView:
 
     # ---- updating ----
 
-    def _on_view(self, *_: object) -> None:
-        if self.state.view == "patching" and self.stale:
-            self.update()
-
     @patches_bokeh
     def update(self, *_: object) -> None:
-        """Re-run the experiment: only while this view is open (the other tabs do not wait for its forward
-        passes); opening it later catches up."""
+        """Re-run the experiment (while the view is shown, as every view: the other tabs do not wait for its
+        forward passes)."""
         state = self.state
-        if state.view != "patching" and self.run is not None:
-            self.stale = True
-            return
-        self.stale = False
         if state.run_note:  # the views show a patched run already: keep the experiment as it was
             return
         self.site = None

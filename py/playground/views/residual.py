@@ -15,6 +15,7 @@ from .common import (
     POSITIVE,
     WEIGHT_PALETTE,
     Numbers,
+    View,
     caption,
     esc,
     patches_bokeh,
@@ -32,7 +33,7 @@ def _flex(basis: int, *objects: object, **params: object) -> pn.Column:
     return pn.Column(*objects, sizing_mode="stretch_width", styles={"flex": f"1 1 {basis}px"}, **params)
 
 
-class ResidualView:
+class ResidualView(View):
     def __init__(self, state: PlaygroundState) -> None:
         self.state = state
         self.numbers = Numbers("residual")
@@ -91,7 +92,7 @@ class ResidualView:
             pn.pane.Bokeh(self.coord_fig, margin=(0, 10), sizing_mode="stretch_width"), self.coord_text,
         )
         self.heading = title("")
-        pn.bind(self.update, state.param.trace, state.param.position, watch=True)
+        pn.bind(self.when_shown(self.update), state.param.trace, state.param.position, watch=True)
         self.update()
         self.panel = pn.Column(
             title("The residual stream"),
