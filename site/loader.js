@@ -251,8 +251,7 @@ async function loadMainJs(manifest) {
 }
 
 // ---------------------------------------------------------------------------- Panel worker protocol
-// Started before the manifest is in: the worker's modules and Pyodide's load meanwhile. A page with an opaque
-// origin makes it from a blob of worker.js's text, as a classic worker (there a module worker from a URL or a blob
+// Started once the manifest is in (and, with a first view, its bytes). A page with an opaque origin makes it from a blob of worker.js's text, as a classic worker (there a module worker from a URL or a blob
 // is refused), and tells it the site's root with 'start'.
 function spawnWorker() {
   if (!opaque) return watchWorker(new Worker("worker.js", { type: "module" }));
@@ -355,6 +354,8 @@ async function startWorker(manifest, mainJs) {
         return;
       }
       jsdoc.on_change(sendChange, false);
+      $("#app").inert = false;
+      $("#app").removeAttribute("aria-busy");
       timings.render = performance.now();
       worker.postMessage({ type: "rendered" });
       worker.postMessage({ type: "location", location: pageLocation() });
@@ -466,24 +467,75 @@ function pageLocation() {
   return JSON.stringify(loc);
 }
 
-async function embedDocument(msg) {
+// Renders a document (Panel's 'render' message, or the build's first view in the same form) into a new box in
+// #app; its BokehJS document. The live app is drawn invisibly over the first view (same place, same width) and
+// replaces it once drawn: the layout does not move.
+async function embedDocument(msg, prefix = "app") {
   const docsJson = JSON.parse(localUrls(msg.docs_json));
   const renderItems = JSON.parse(msg.render_items);
   const rootIds = JSON.parse(msg.root_ids);
   const app = $("#app");
-  app.replaceChildren();
+  const box = document.createElement("div");
+  box.className = "app-box";
+  const earlier = [...app.children];
+  if (earlier.length) box.classList.add("app-box-drawing");
   const roots = {};
   rootIds.forEach((id, i) => {
     const el = document.createElement("div");
-    el.id = `app-root-${i}`;
-    app.appendChild(el);
+    el.id = `${prefix}-root-${i}`;
+    box.appendChild(el);
     roots[id] = el.id;
   });
+  app.appendChild(box);
   renderItems[0].roots = roots;
   renderItems[0].root_ids = rootIds;
   app.hidden = false;
   const [views] = await window.Bokeh.embed.embed_items(docsJson, renderItems);
-  return [...views.roots.values()][0].model.document;
+  const doc = [...views.roots.values()][0].model.document;
+  shown.set(box, { views, doc });
+  await new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve))); // laid out
+  for (const el of earlier) {
+    // The first view's document goes with its box: Bokeh.documents then holds the live one alone.
+    const old = shown.get(el);
+    if (old) {
+      for (const view of old.views.roots.values()) view.remove();
+      const i = window.Bokeh.documents.indexOf(old.doc);
+      if (i >= 0) window.Bokeh.documents.splice(i, 1);
+    }
+    el.remove();
+  }
+  box.classList.remove("app-box-drawing");
+  return doc;
+}
+const shown = new Map(); // box in #app -> its BokehJS views and document
+
+// ------------------------------------------------------------------------------------- first view
+// The build's pre-rendered first view (sitebuild/first_view.py): the default state's page, shown with BokehJS
+// alone while Python starts — only when the URL sets none of the app's state parameters, so that it never shows
+// numbers for another prompt than the one in the URL. Inert and marked as starting; the live app replaces it.
+const firstViewWanted = (manifest) =>
+  Boolean(manifest.first_view) && !embed && !portable && !manifest.first_view.state_params.some((p) => query.has(p));
+
+async function fetchFirstView(manifest) {
+  const resp = await fetch(manifest.first_view.path);
+  if (!resp.ok) throw new Error(`HTTP ${resp.status}`);
+  return resp.json();
+}
+
+async function showFirstView(firstView, mainJs) {
+  try {
+    const [msg] = await Promise.all([firstView, mainJs]);
+    if (body.dataset.ready || state.failed || $("#app").children.length) return; // the live app came first
+    body.dataset.firstView = "shown";
+    const app = $("#app");
+    app.inert = true; // a picture of the app until it is live: nothing to focus or press
+    app.setAttribute("aria-busy", "true");
+    await embedDocument(msg, "first-view");
+    timings.firstView = performance.now();
+  } catch (e) {
+    console.warn("[site] no first view:", e); // the live app still comes; only the head start is lost
+    delete body.dataset.firstView;
+  }
 }
 
 // ------------------------------------------------------------------------------------------- main
@@ -497,18 +549,22 @@ async function main() {
     return;
   }
   try {
-    worker = await spawnWorker();
     const manifest = await fetchManifest();
     timings.manifest = performance.now();
     stageRows(manifest.site.stages);
-    if (await replaceOtherBuildsServiceWorker(manifest.build_id)) {
-      worker.terminate(); // it may have loaded Pyodide's module from the other build's cache
-      worker = await spawnWorker();
-    }
+    await replaceOtherBuildsServiceWorker(manifest.build_id);
     timings.serviceWorker = performance.now();
     if (portable) await portableStylesheets(manifest);
     const mainJs = loadMainJs(manifest);
     mainJs.catch(([what, detail]) => fail(what, detail));
+    if (firstViewWanted(manifest)) {
+      // The first view's bytes (BokehJS, Panel's JS, the document) before the runtime's: on a slow link they
+      // would otherwise share it with the 8.6 MB of wasm.
+      const firstView = fetchFirstView(manifest);
+      await Promise.allSettled([mainJs, firstView]);
+      showFirstView(firstView, mainJs);
+    }
+    worker = await spawnWorker();
     await startWorker(manifest, mainJs);
   } catch (e) {
     if (Array.isArray(e)) fail(e[0], e[1]);

@@ -17,6 +17,7 @@ import shutil
 import zipfile
 from pathlib import Path
 
+from . import first_view
 from .common import CACHE, PY_DIR, SITE, BuildError, log, run, sha256_file
 from .fetch import cached_or_download, fetch_pyodide, minified_runtime_js, official_lock, pip_sdist_args, pip_wheel_args
 from .lock import canonical, read_lock
@@ -74,8 +75,9 @@ def site_facts() -> dict:
         "manifest": "build/manifest.json",
         "facts": FACTS_FILE,
         "portable_name": PORTABLE_NAME,
-        # Files of the manifest that a visit of the hosted site does not load (the progress bar leaves them out).
-        "not_loaded": ["build/manifest.json", FACTS_FILE, "build/pyodide/pyodide.js"],
+        # Files of the manifest the progress bar leaves out: those a visit of the hosted site does not load, and
+        # the first view, which the page loads before the progress starts.
+        "not_loaded": ["build/manifest.json", FACTS_FILE, "build/pyodide/pyodide.js", first_view.FIRST_VIEW_FILE],
     }
 
 
@@ -104,6 +106,7 @@ def build(site: Path = SITE, py_dir: Path = PY_DIR, pyodide_packages: Path | Non
 
     write_runtime(pkg, lock, out / "pyodide")
     main_js = write_browser_assets(wheels, lock, out / "vendor")
+    prerendered = first_view.write(site, py_dir, PANEL_CDN_ROOT, log)
     entries = write_wheels(pkg, lock, wheels, sdists, py_dir, out / "wheels")
     remote = write_vendored(pkg, lock, official, vendored, entries, out / "wheels")
     if "numpy" in vendored:
@@ -114,7 +117,7 @@ def build(site: Path = SITE, py_dir: Path = PY_DIR, pyodide_packages: Path | Non
     facts = site_facts()
     (site / FACTS_FILE).write_text(f"// Written by build.py (sitebuild/assemble.py): read by sw.js.\n"
                                    f"self.siteFacts = {json.dumps(facts, indent=1)};\n")
-    manifest = write_manifest(site, lock, facts, main_js, packages, remote)
+    manifest = write_manifest(site, lock, facts, main_js, packages, remote, prerendered)
     check_csp(site, bool(remote))
     if remote:
         log(f"no portable file ({PORTABLE_FILE}): {', '.join(remote)} is not vendored (--pyodide-packages DIR)")
@@ -223,7 +226,7 @@ def stage_of(rel: str) -> str:
 
 
 def write_manifest(site: Path, lock: dict, facts: dict, main_js: list[str], packages: list[str],
-                   remote: dict[str, dict]) -> dict:
+                   remote: dict[str, dict], prerendered: dict | None = None) -> dict:
     """What the loader fetches, each file's size and stage (progress bar, service worker), the build id."""
     out = site / "build"
     files: dict[str, dict] = {}
@@ -243,6 +246,7 @@ def write_manifest(site: Path, lock: dict, facts: dict, main_js: list[str], pack
         "app_module": "playground.app",
         "site": facts,
         "main_js": main_js,
+        "first_view": prerendered,  # sitebuild/first_view.py; null when the build could not render it
         "packages": packages,
         "remote": {n: {"url": e["url"], "stage": "packages"} for n, e in remote.items()},
         "files": files,

@@ -63,6 +63,32 @@ def fake_vendored_site(tmp_path_factory: pytest.TempPathFactory, fake_numpy_dir:
     return built(tmp_path_factory.mktemp("fake-vendored") / "site", "--pyodide-packages", str(fake_numpy_dir))
 
 
+# The newest Bokeh document's model-map nodes (name and value of each part of the model), and every data source's
+# columns as JSON (sorted: a document's model order is not part of what is compared); the model map's box on screen.
+MAP_NODES_JS = """() => {
+  const fig = [...Bokeh.documents.at(-1).all_models].find((m) => m.name === "model-map");
+  const data = fig.renderers.find((r) => r.name === "nodes").data_source.data;
+  const get = (k) => Array.from(data instanceof Map ? data.get(k) : data[k]);
+  return { name: get("name"), value: get("value") };
+}"""
+ALL_SOURCES_JS = """() => [...Bokeh.documents.at(-1).all_models]
+  .filter((m) => m.constructor.__name__ === "ColumnDataSource")
+  .map((m) => {
+    const entries = m.data instanceof Map ? [...m.data.entries()] : Object.entries(m.data);
+    return JSON.stringify(entries.map(([k, v]) => [k, Array.from(v)]).sort());
+  })
+  .sort()"""
+MAP_BOX_JS = """() => {
+  const boxes = [];
+  const walk = (v) => {
+    if (v.model?.name === "model-map") boxes.push(v.el.getBoundingClientRect().toJSON());
+    for (const c of v.child_views ?? []) walk(c);
+  };
+  for (const root of Bokeh.index.roots) walk(root);
+  return boxes;
+}"""
+
+
 class Visit:
     """One browser context with every request recorded; requests to other hosts are aborted (no internet in
     tests). A context manager: ``with Visit(browser, url) as visit: visit.open()`` closes the context after."""

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, Visit, built, run_build, serve
+from conftest import MAP_NODES_JS, ROOT, Visit, built, run_build, serve
 from sitebuild import patches, slim
 from sitebuild.common import BuildError
 
@@ -457,3 +457,47 @@ def test_rebuild_replaces_the_service_worker_and_its_cache(browser: object, fake
         visit.wait_js("navigator.serviceWorker.controller?.scriptURL.endsWith('build=rebuilt0000000000')")
         visit.wait_js("caches.keys().then((k) => k.length === 1)")
         assert page.evaluate("caches.keys()") == ["slm-site-rebuilt0000000000"]
+
+
+# ------------------------------------------------------------------------------------------ first view
+
+
+def test_first_view_shows_the_default_page_before_python(browser: object, fake_vendored_site: tuple[Path, str]
+                                                         ) -> None:
+    """The build pre-renders the default state's page (sitebuild/first_view.py); the page shows it with BokehJS
+    alone, before Python (here it never gets ready: the NumPy wheel is a fake), inert, with the progress still
+    shown; its numbers are the app's own for that state (computed here by the app in CPython)."""
+    from playground.app import Playground
+    from playground.state import PlaygroundState
+
+    site, _ = fake_vendored_site
+    manifest = json.loads((site / "build" / "manifest.json").read_text())
+    assert manifest["first_view"]["path"] == "build/first-view.json"
+    with serve(site) as url, Visit(browser, url) as visit:
+        page = visit.page
+        page.goto(url + "index.html")
+        page.wait_for_selector("body[data-first-view='shown']", state="attached", timeout=60_000)
+        shown = page.evaluate(MAP_NODES_JS)
+        visit.screenshot("ci-first-view")
+        assert page.evaluate("document.querySelector('#app').inert") is True
+        assert page.is_visible("#loading") and page.is_visible(".first-view-note")
+        assert page.evaluate("document.body.dataset.ready") is None
+        expected = Playground(PlaygroundState()).views["map"].source.data
+        assert shown["name"] == list(expected["name"])
+        assert shown["value"] == [float(v) for v in expected["value"]]  # bit for bit: numpy 2.2.5 on both sides
+        page.wait_for_selector("body[data-error='1']", state="attached", timeout=180_000)
+        assert "No module named 'numpy'" in page.text_content("#error-detail")
+
+
+@pytest.mark.parametrize("query", ["?prompt=the+dogs", "?view=attention", "?embed=1"])
+def test_no_first_view_for_another_state(browser: object, fake_vendored_site: tuple[Path, str], query: str) -> None:
+    """A URL that sets any of the app's state parameters waits for the live app: no numbers for a prompt (or a
+    view) other than the one asked for."""
+    site, _ = fake_vendored_site
+    with serve(site) as url, Visit(browser, url) as visit:
+        page = visit.page
+        page.goto(url + "index.html" + query)
+        page.wait_for_selector("body[data-error='1']", state="attached", timeout=180_000)
+        assert page.evaluate("document.body.dataset.firstView") is None
+        assert page.evaluate("(window.Bokeh?.documents ?? []).length") == 0
+        assert not [r for r in visit.requests if r.endswith("first-view.json")], visit.requests

@@ -6,12 +6,13 @@ Screenshots go to artifacts/site/.
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import ARTIFACTS, Visit, built, pyodide_packages_dir, serve
+from conftest import ALL_SOURCES_JS, ARTIFACTS, MAP_BOX_JS, Visit, built, pyodide_packages_dir, serve
 
 PACKAGES = pyodide_packages_dir()
 pytestmark = pytest.mark.skipif(
@@ -259,3 +260,43 @@ def test_circuit_views_open_first(browser: object, site: Path, view: str, column
         visit.screenshot(f"e2e-10-{view}")
         assert visit.external == []
         assert not [c for c in visit.console if "pageerror" in c], visit.console
+
+
+def close(a: object, b: object) -> bool:
+    """JSON values equal, strings exactly, numbers to a relative 1e-12."""
+    if isinstance(a, list):
+        return isinstance(b, list) and len(a) == len(b) and all(close(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float) or isinstance(b, float):
+        return isinstance(b, int | float) and isinstance(a, int | float) and math.isclose(a, b, rel_tol=1e-12,
+                                                                                         abs_tol=1e-15)
+    return a == b
+
+
+def test_first_view_is_the_live_app_until_it_is_replaced(browser: object, site: Path) -> None:
+    """The pre-rendered first view (rendered by the build in CPython) holds the same data, to the bit, as the live
+    app computes in the worker for the same default state, and the live app takes its place without moving it."""
+    with serve(site) as url, Visit(browser, url) as visit:
+        page = visit.page
+        page.goto(url + "index.html")
+        page.wait_for_selector("body[data-first-view='shown']", state="attached", timeout=60_000)
+        first = page.evaluate(ALL_SOURCES_JS)
+        first_box = page.evaluate(MAP_BOX_JS)
+        visit.screenshot("e2e-first-view")
+        assert page.evaluate("document.body.dataset.ready") is None, "too late: the live app came first"
+        page.wait_for_selector("body[data-ready='1']", state="attached", timeout=180_000)
+        live = page.evaluate(ALL_SOURCES_JS)  # right at ready: the map (the hidden views arrive later)
+        visit.screenshot("e2e-first-view-replaced")
+        assert first and len(first) <= len(live)
+        # The numbers: strings (the labels on the page) to the letter, floats to 1e-12: the build's CPython NumPy
+        # multiplies matrices with OpenBLAS, the wasm one without, and the sums differ in their last bit or two.
+        live_sources = [json.loads(x) for x in live]
+        missing = [x for x in first if not any(close(json.loads(x), y) for y in live_sources)]
+        if missing:
+            (ARTIFACTS / "first-view-diff.json").write_text(json.dumps([missing, live]))
+        assert not missing, "a source of the first view differs from the live app's: first-view-diff.json"
+        assert page.evaluate("Bokeh.documents.length") == 1  # the first view's document went with it
+        assert page.evaluate("document.querySelector('#app').inert") is False
+        live_box = page.evaluate(MAP_BOX_JS)
+        assert len(first_box) == len(live_box) == 1, (first_box, live_box)
+        assert all(abs(first_box[0][k] - live_box[0][k]) < 1 for k in ("x", "y", "width", "height")), (
+            first_box, live_box)

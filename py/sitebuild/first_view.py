@@ -1,0 +1,61 @@
+"""The first view, pre-rendered: the page the app shows for the default state (default prompt, trained model,
+landing view), as the Bokeh document JSON that the worker's 'render' message carries.
+
+`loader.js` shows it with BokehJS alone while Python starts, and only when the page's URL sets none of the app's
+state parameters (`state_params`, the app's URL_PARAMS): a URL that asks for another prompt or view waits for the
+live app instead, so no number is ever shown for a prompt other than the one in the box. The live app replaces it
+when ready.
+
+It is rendered by the Python that runs the build, in a subprocess (`python -m sitebuild.first_view OUT`), with the
+same app and the same pinned Panel, Bokeh and NumPy as the worker (numpy==2.2.5 on both sides: the same numbers).
+Without those in that Python the build skips it and says why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+FIRST_VIEW_FILE = "build/first-view.json"
+
+
+def write(site: Path, py_dir: Path, panel_cdn_root: str, log) -> dict | None:  # noqa: ANN001 - log: common.log
+    """Render the first view into site/FIRST_VIEW_FILE; what the manifest says of it (None when skipped)."""
+    out = site / FIRST_VIEW_FILE
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(py_dir), str(Path(__file__).resolve().parents[1])]),
+           "PANEL_CDN_ROOT": panel_cdn_root, "OPENBLAS_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "sitebuild.first_view", str(out)], env=env, capture_output=True,
+                          text=True, timeout=300)
+    if proc.returncode != 0:
+        reason = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        log(f"no pre-rendered first view ({FIRST_VIEW_FILE}): rendering it in this Python failed: {reason}")
+        out.unlink(missing_ok=True)
+        return None
+    return {"path": FIRST_VIEW_FILE, "state_params": json.loads(out.read_text())["state_params"]}
+
+
+def render() -> dict:
+    """The default state's page as Panel's worker renders it (panel.io.pyodide.write_doc: the document's JSON,
+    its render items and root ids), and the URL parameters that make a state other than the default."""
+    import panel as pn
+    from bokeh.document import Document
+    from bokeh.embed.util import standalone_docs_json_and_render_items
+
+    from playground.app import create_app
+    from playground.state import URL_PARAMS
+
+    doc = Document()
+    pn.state.curdoc = doc  # as panel.io.pyodide.init_doc does in the worker
+    playground = create_app(build_hidden_on_load=False)
+    playground.root.server_doc(doc)
+    docs_json, render_items = standalone_docs_json_and_render_items(doc.roots, suppress_callback_warning=True)
+    return {"docs_json": json.dumps(docs_json), "render_items": json.dumps([i.to_json() for i in render_items]),
+            "root_ids": json.dumps([m.id for m in doc.roots]), "state_params": sorted(URL_PARAMS.values()),
+            "view": playground.state.view, "prompt": playground.state.prompt}
+
+
+if __name__ == "__main__":
+    Path(sys.argv[1]).write_text(json.dumps(render(), separators=(",", ":")))
