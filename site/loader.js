@@ -19,9 +19,6 @@ const portable = portableIndex();
 const opaque = self.origin === "null";
 const useSnapshot = !opaque && query.get("snapshot") !== "0" && "caches" in self;
 const serviceWorkers = !opaque && "serviceWorker" in navigator;
-// WebKit (Safari's engine) does not start Python from the portable file: in WebKitGTK 2.50 loadPyodide never
-// settles there (the files are all read; docs/site.md). The page says so instead of waiting.
-const webkit = /AppleWebKit/.test(navigator.userAgent) && !/Chrome|Chromium|Edg\//.test(navigator.userAgent);
 const info = (window.siteInfo = { timings: {}, loadedPackages: [], heapBytes: null });
 const timings = info.timings;
 const state = { stage: null, bytes: {}, total: {}, mainJsBytes: 0, failed: false };
@@ -152,12 +149,17 @@ function embeddedFile(path) {
   return embedded.get(path);
 }
 
-// What the worker fetches in the portable file, as Blobs: everything but what this page itself uses.
+// What the worker fetches in the portable file: everything but what this page itself uses, as path -> {bytes, type}
+// with the ArrayBuffers to transfer. Not as Blobs: a worker cannot read the Blobs its file:// page posts it in WebKit
+// (WebKitGTK 2.50: every read of them fails with NotReadableError).
 async function workerFiles() {
   const own = (path) => path.startsWith("build/vendor/") || ["loader.js", "worker.js", "style.css"].includes(path);
   const paths = portable.parts.map((p) => p.path).filter((path) => !own(path));
-  const blobs = await Promise.all(paths.map(embeddedFile));
-  return Object.fromEntries(paths.map((path, i) => [path, blobs[i]]));
+  const files = await Promise.all(paths.map(async (path) => {
+    const blob = await embeddedFile(path);
+    return { bytes: await blob.arrayBuffer(), type: blob.type };
+  }));
+  return [Object.fromEntries(paths.map((path, i) => [path, files[i]])), files.map((f) => f.bytes)];
 }
 
 // Panel's stylesheets, which its document names by URL under manifest.panel_cdn_root: in the portable file
@@ -398,8 +400,9 @@ async function startWorker(manifest, mainJs) {
   const keep = serviceWorkers && "caches" in self && !thisBuilds(manifest.build_id);
   // A worker made from a blob learns the site's root here, and in the portable file gets the files themselves.
   const root = new URL("./", location.href).href;
-  const files = portable ? await workerFiles() : null;
-  worker.postMessage({ type: "start", manifest, location: pageLocation(), snapshot: useSnapshot, keep, root, files });
+  const [files, transfer] = portable ? await workerFiles() : [null, []];
+  worker.postMessage({ type: "start", manifest, location: pageLocation(), snapshot: useSnapshot, keep, root, files },
+    transfer);
 }
 
 // "Save for offline use" (the full page on the hosted site): the portable file, assembled by portable.js from the
@@ -543,11 +546,6 @@ async function main() {
   $("#retry").addEventListener("click", () => location.reload());
   tick();
   watchdog();
-  if (portable && webkit) {
-    fail("This browser cannot run the offline file yet",
-      "Safari and other WebKit browsers do not start Python from this file yet. Open it in Chrome, Edge or Firefox, or use the playground's web page.");
-    return;
-  }
   try {
     const manifest = await fetchManifest();
     timings.manifest = performance.now();

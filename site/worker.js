@@ -8,11 +8,12 @@
 // (snapshot.js).
 
 // The site root: worker.js sits next to index.html. A worker the page made from a blob (an opaque origin: the
-// portable file, a sandboxed iframe) learns it from 'start', and in the portable file also gets the files: Blobs
-// the page has checked against their sha256, which fetch() below serves instead of the network.
+// portable file, a sandboxed iframe) learns it from 'start', and in the portable file also gets the files: their bytes
+// (ArrayBuffers: loader.js workerFiles says why not Blobs) and types, which the page has checked against their
+// sha256, and which fetch() below serves instead of the network.
 const fromBlob = self.location.protocol === "blob:";
 let root = fromBlob ? null : new URL("./", self.location.href).href;
-let embedded = null; // path -> Blob (the portable file)
+let embedded = null; // path -> {bytes: ArrayBuffer, type} (the portable file)
 let manifest = null;
 let pyodide = null;
 let py = null; // the namespace boot.py ran in (apply_patch, link_docs, set_location, playground)
@@ -127,17 +128,17 @@ self.fetch = async (input, init) => {
   return resp;
 };
 
-// The portable file: a file from the Blobs the page sent, counted whole (reading a copy of its stream, as for a
-// download, stalls WebKit's streaming wasm compile).
+// The portable file: a file from the bytes the page sent, counted whole (reading a copy of its stream, as for a
+// download, stalls WebKit's streaming wasm compile). The Response copies the bytes: a file can be served again.
 async function fromMemory(url) {
-  const blob = embedded[url.slice(root.length).split("?")[0]];
-  if (!blob) {
+  const file = embedded[url.slice(root.length).split("?")[0]];
+  if (!file) {
     assetFailed(url, "not in the portable file");
     return new Response(null, { status: 404, statusText: "not in the portable file" });
   }
-  bytes[stageOf(url)] += blob.size;
+  bytes[stageOf(url)] += file.bytes.byteLength;
   reportProgress();
-  return new Response(await blob.arrayBuffer(), { headers: { "Content-Type": blob.type } });
+  return new Response(file.bytes, { headers: { "Content-Type": file.type } });
 }
 
 // ------------------------------------------------------------------------------------------ stages

@@ -29,8 +29,6 @@ PORTABLE = "build/transformer-playground.html"
 # What a file:// page may load: itself, and the blob: URLs it makes of what it embeds.
 LOCAL = ("file:", "blob:", "data:")
 # What the file embeds: what the page and the worker load, not what only a server uses.
-# Engines that do not run the portable file, and why; there the page says so (loader.js) instead of waiting.
-PORTABLE_SWITCHED_OFF = {"webkit": "WebKitGTK 2.50: loadPyodide never settles from the file (all files read)"}
 SERVER_ONLY = {"index.html", "embed.html", "sw.js", "snapshot.js", "portable.js", "build/manifest.json",
                "build/site-facts.js"}
 
@@ -124,9 +122,6 @@ def test_portable_file_from_disk_gets_to_numpy_with_no_request(engines: Engines,
     with engines.page(engine, local=False) as page:
         page.open(path.as_uri() + "?view=attention")
         page.screenshot("ci-portable-fake-numpy")
-        if engine in PORTABLE_SWITCHED_OFF:
-            assert page.text("#error-what") == "This browser cannot run the offline file yet", page.text("#error")
-            return
         assert "No module named 'numpy'" in (page.text("#error-detail") or ""), (page.text("#error"), page.console)
         assert page.external == [], page.external
         assert page.evaluate("() => document.getElementById('offline').getClientRects().length") == 0
@@ -247,8 +242,6 @@ def test_portable_file_runs_in_every_engine(engines: Engines, engine: str, vendo
                                             tmp_path: Path) -> None:
     """From file://, every request refused, in Chromium, Firefox and WebKit: ready with the query string's state,
     the attention and residual views have data, Generate gives tokens."""
-    if engine in PORTABLE_SWITCHED_OFF:
-        pytest.skip(f"switched off in {engine}: {PORTABLE_SWITCHED_OFF[engine]} (the CI test checks the message)")
     path = copy_of_portable(vendored_site, tmp_path / "stick")
     with engines.page(engine, local=False) as page:
         page.open(path.as_uri() + "?prompt=the+cat+chased+the+dogs+because+they")
