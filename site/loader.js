@@ -557,9 +557,10 @@ async function main() {
     mainJs.catch(([what, detail]) => fail(what, detail));
     if (firstViewWanted(manifest)) {
       // The first view's bytes (BokehJS, Panel's JS, the document) before the runtime's: on a slow link they
-      // would otherwise share it with the 8.6 MB of wasm.
+      // would otherwise share it with the 8.6 MB of wasm. Not when this build's service worker serves the visit
+      // from its cache: there is no link to share, and the worker starts at once.
       const firstView = fetchFirstView(manifest);
-      await Promise.allSettled([mainJs, firstView]);
+      if (!thisBuilds(manifest.build_id)) await Promise.allSettled([mainJs, firstView]);
       showFirstView(firstView, mainJs);
     }
     worker = await spawnWorker();
