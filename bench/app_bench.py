@@ -7,11 +7,13 @@ Pyodide): on a busy machine OpenBLAS's threads made the shipped model's T = 32 f
 
 Models: the shipped one (n_ctx 32), a random model of its size with a context of 64 so that T = 64 can be
 measured, and the lesson model.
-The timed step is `state.prompt = ...`: one forward pass plus every watcher patching its Bokeh sources and HTML
-(the Heads view's scores included). The Patching view re-runs its experiment (the corrupted prompt and one batched
-forward pass of every patch) only while it is the open view, so each length is timed twice: with the Generate
-view open, and with the Patching view open (its example's one-token change at position 2, metric was − were;
-the lesson model: dog at position 2, tired − lay).
+The timed step is `state.prompt = ...`: one forward pass plus the watchers of what is on the page patching their
+Bokeh sources and HTML: the token strip, the Generate view's text (always current) and the open view; the hidden
+views only mark themselves stale (views.common.View) and catch up when shown. Each length is timed with three
+views open: the model map (the landing view), Attention (the grid of every head) and Patching (it re-runs its
+experiment: the corrupted prompt and one batched forward pass of every patch; its example's one-token change at
+position 2, metric was − were; the lesson model: dog at position 2, tired − lay). `catch_up_rows` times what
+opening each view costs after a prompt change (the shipped model, its full context).
 Not a timed test: it reports; the goal is p50 <= 50 ms.
 """
 
@@ -25,7 +27,7 @@ import numpy as np
 import panel as pn
 
 import slm
-from playground.app import Playground
+from playground.app import VIEW_CLASSES, Playground
 from playground.state import PATCH_EXAMPLES, PlaygroundState
 
 
@@ -54,7 +56,7 @@ def measure(app: Playground, texts: list[str]) -> list[float]:
     return times
 
 
-def rows(repeats: int, open_views: tuple[str, ...] = ("generate", "patching")
+def rows(repeats: int, open_views: tuple[str, ...] = ("map", "attention", "patching")
          ) -> list[tuple[str, int, float, float, float]]:
     """(model and open view, T, p50 ms, p90 ms, forward alone ms) for every model, length and open view. Also run
     inside the static site's worker by bench/browser_app_bench.py, so it uses nothing the site's trimmed stdlib
@@ -84,6 +86,30 @@ def rows(repeats: int, open_views: tuple[str, ...] = ("generate", "patching")
     return out
 
 
+def catch_up_rows(repeats: int) -> list[tuple[str, float, float]]:
+    """(view, p50 ms, p90 ms) of opening each view right after a prompt change made with the map open (the view
+    is stale, and catches up before it is shown): the shipped model, prompts of its full context."""
+    model = slm.load_pretrained()
+    state = PlaygroundState(model_name="shipped", view="map")
+    app = Playground(state)
+    app.build_hidden()
+    texts = prompts(slm.tokenizer_for(model).vocab, model.cfg.n_ctx, repeats + 3)
+    out = []
+    for name in VIEW_CLASSES:
+        if name == "map":
+            continue
+        times = []
+        for text in texts:
+            app.switcher.value = "map"
+            state.prompt = text
+            start = time.perf_counter()
+            app.switcher.value = name
+            times.append((time.perf_counter() - start) * 1000)
+        p50, p90 = np.percentile(times[3:], [50, 90])
+        out.append((name, float(p50), float(p90)))
+    return out
+
+
 async def generation_rate(max_new_tokens: int = 24) -> float:
     """Tokens per second of the app's own streaming generation (shipped model, greedy), every view built: what
     a learner sees, pauses between tokens included."""
@@ -110,6 +136,12 @@ def table(results: list[tuple[str, int, float, float, float]]) -> str:
     return "\n".join(lines)
 
 
+def catch_up_table(results: list[tuple[str, float, float]]) -> str:
+    lines = [f"{'opening a stale view (shipped, T = n_ctx)':48} {'p50 ms':>8} {'p90 ms':>8}"]
+    lines += [f"{name:48} {p50:8.1f} {p90:8.1f}" for name, p50, p90 in results]
+    return "\n".join(lines)
+
+
 def main() -> None:
     import argparse
 
@@ -119,6 +151,7 @@ def main() -> None:
     pn.extension()
     print(f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', '(unset)')}")
     print(table(rows(args.repeats)))
+    print(catch_up_table(catch_up_rows(args.repeats)))
     print(f"generation: slm.generate {model_generation_rate():.0f} tokens/s; "
           f"in the app, streamed with its pauses: {asyncio.run(generation_rate()):.1f} tokens/s")
 

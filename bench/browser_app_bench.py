@@ -48,6 +48,8 @@ def main() -> None:
             worker.evaluate("src => { self.sitePyodide.globals.set('bench_source', src); }", source)
             run = f'ns = {{}}; exec(bench_source, ns); ns["table"](ns["rows"]({args.repeats}))'
             text = worker.evaluate("code => self.sitePyodide.runPython(code)", run)
+            run = f'ns = {{}}; exec(bench_source, ns); ns["catch_up_table"](ns["catch_up_rows"]({args.repeats}))'
+            text += "\n" + worker.evaluate("code => self.sitePyodide.runPython(code)", run)
             rate = worker.evaluate("code => self.sitePyodide.runPythonAsync(code)",
                                    'ns = {}; exec(bench_source, ns); await ns["generation_rate"]()')
             raw = worker.evaluate("code => self.sitePyodide.runPython(code)",
