@@ -167,6 +167,21 @@ def wrap_row(*objects: Any, **params: Any) -> WrapRow:
     return WrapRow(*objects, **params)
 
 
+def chart_box(fig: figure, width: int) -> pn.Column:
+    """`fig` (a stretching figure) in a box that asks its row for `width` px and takes no more; see fit_box."""
+    box = pn.Column(pn.pane.Bokeh(fig, margin=(0, 10), sizing_mode="stretch_width"), sizing_mode="stretch_width")
+    fit_box(box, width)
+    return box
+
+
+def fit_box(box: pn.Column, width: int) -> None:
+    """A chart box's width where there is room (beside its neighbours on a wide screen); on a phone it shrinks to
+    the figure's min_width instead. A chart with a fixed width wider than a phone widens the whole page, and not
+    only its own view: Panel gives a container the widest child's width as its minimum, hidden views included,
+    and a phone's browser then lays the page out wider than the screen (touches land off their targets)."""
+    box.param.update(max_width=width + 20, styles={"flex": f"1 1 {width + 20}px"})  # + the pane's margins
+
+
 def small_figure(**kwargs: object) -> figure:
     """A figure without the Bokeh toolbar clutter (a learner needs hover, not pan and zoom)."""
     kwargs.setdefault("toolbar_location", None)

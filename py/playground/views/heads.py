@@ -15,7 +15,19 @@ from slm import roles
 
 from .. import circuits
 from ..state import PlaygroundState
-from .common import WEIGHT_PALETTE, View, caption, esc, label_axis, patches_bokeh, small_figure, title, wrap_row
+from .common import (
+    WEIGHT_PALETTE,
+    View,
+    caption,
+    chart_box,
+    esc,
+    fit_box,
+    label_axis,
+    patches_bokeh,
+    small_figure,
+    title,
+    wrap_row,
+)
 
 HOVER = [("role", "@role_title"), ("head", "layer @layer · head @head"), ("score", "@text"), ("rows averaged", "@n")]
 WALK = (
@@ -36,6 +48,7 @@ class HeadsView(View):
         self.probe_source = ColumnDataSource(data=_empty())
         self.prompt_fig = self._figure(self.prompt_source, "On this prompt", "heads-prompt")
         self.probe_fig = self._figure(self.probe_source, "On the probe set", "heads-probes")
+        self.boxes = {fig: chart_box(fig, 360) for fig in (self.prompt_fig, self.probe_fig)}
         self.table = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width")
         self.buttons = wrap_row(margin=(0, 10))  # wraps on a narrow screen
         self.shape: tuple[int, int] | None = None
@@ -53,14 +66,14 @@ class HeadsView(View):
                     "the prompt above, and averaged over held-out probe prompts. Grey: the prompt has no instance "
                     "of the role. Click a cell to select that head in the Attention view."),
             self.table, self.buttons,
-            wrap_row(pn.pane.Bokeh(self.prompt_fig, margin=(0, 10)), pn.pane.Bokeh(self.probe_fig, margin=(0, 10))),
+            wrap_row(*self.boxes.values(), styles={"flex-wrap": "wrap", "align-items": "flex-start"}),
             pn.pane.HTML(f"<div class='pg-calm'>{WALK}</div>", margin=(0, 10), sizing_mode="stretch_width"),
             name="Heads", sizing_mode="stretch_width",
         )
 
     def _figure(self, source: ColumnDataSource, heading: str, name: str):
-        fig = small_figure(width=360, height=300, x_range=Range1d(-0.5, 0.5), y_range=Range1d(0.5, -0.5),
-                           title=heading, name=name)
+        fig = small_figure(sizing_mode="stretch_width", min_width=260, height=300, x_range=Range1d(-0.5, 0.5),
+                           y_range=Range1d(0.5, -0.5), title=heading, name=name)
         fig.rect("x", "y", 0.95, 0.95, source=source, line_color=None,
                  fill_color={"field": "color_score", "transform": self.mapper})
         fig.text("x", "y", text="text", source=source, text_align="center", text_baseline="middle",
@@ -88,7 +101,7 @@ class HeadsView(View):
                 fig.yaxis[0].ticker = FixedTicker(ticks=sorted(set(data["y"])))
                 fig.yaxis[0].major_label_overrides = dict(zip(data["y"], data["row"], strict=True))
                 fig.height = 60 + 18 * rows
-                fig.width = max(300, 170 + 40 * cfg.n_heads)
+                fit_box(self.boxes[fig], max(300, 170 + 40 * cfg.n_heads))
             source.data = data
         self.shape = (cfg.n_layers, cfg.n_heads)
         self.table.object = summary_html(probe, prompt)

@@ -22,6 +22,7 @@ from .common import (
     View,
     caption,
     esc,
+    label_axis,
     patches_bokeh,
     save_tool,
     small_figure,
@@ -39,7 +40,9 @@ def node_label(node: analysis.MapNode, labels: list[str]) -> str:
     value = "" if math.isnan(node.contribution) else f" {node.contribution:+.2f}"
     text = f"{short}{value}"
     if node.kind == "head":
-        text += f"\n→ {labels[node.reads]} {node.weight:.2f}"
+        # Three short lines, not two long ones: on a phone the eight heads of the trained model stand ~32 px apart,
+        # and labels on the same side of a row ~64 px (a line like "→ because 0.91" would meet its neighbour's).
+        text += f"\n→ {labels[node.reads]}\n{node.weight:.2f}"
     return text
 
 
@@ -51,15 +54,19 @@ class ModelMapView(View):
                                                  contribution=[], value=[], write=[], reads=[], offset=[], valign=[],
                                                  marker=[]))
         self.links = ColumnDataSource(data=dict(x0=[], y0=[], x1=[], y1=[]))
-        self.row_labels = ColumnDataSource(data=dict(x=[], y=[], text=[]))
         self.spine = ColumnDataSource(data=dict(x=[0.0, 0.0], y=[-0.5, 1.0]))
         self.output = ColumnDataSource(data=dict(x=[], y=[], text=[], x_offset=[]))
         self.y_range, self.x_range = Range1d(1, -1), Range1d(-1.7, 4.7)
         fig = small_figure(sizing_mode="stretch_width", min_width=280, max_width=900, height=400,
-                           x_range=self.x_range, y_range=self.y_range, x_axis_type=None, y_axis_type=None,
+                           x_range=self.x_range, y_range=self.y_range, x_axis_type=None,
                            name="model-map", title="")
         fig.grid.visible = False
         fig.outline_line_color = None
+        # The rows' names are the y axis's labels: Bokeh gives an axis the pixels its labels need, where names
+        # drawn inside the plot would get a share of the x range, too narrow on a phone with many heads.
+        rows_axis = fig.yaxis[0]
+        rows_axis.axis_line_color = rows_axis.major_tick_line_color = rows_axis.minor_tick_line_color = None
+        rows_axis.major_label_text_font_style, rows_axis.major_label_text_color = "italic", "#444444"
         fig.line("x", "y", source=self.spine, line_width=6, line_color="#9cc7e4", line_cap="round")
         fig.segment("x0", "y0", "x1", "y1", source=self.links, line_width=2, line_color="#8a8a8a")
         nodes = fig.scatter("x", "y", size="size", marker="marker", fill_color="color", line_color="#333333",
@@ -71,8 +78,6 @@ class ModelMapView(View):
                  y_offset="offset", text_font_size="10.5px", text_color="#222222", text_line_height=1.1)
         fig.text(x=0.0, y=-0.55, text=["residual stream ↓"], text_align="left", text_baseline="middle",
                  x_offset=8, text_font_size="11px", text_color="#0b5cab")
-        fig.text("x", "y", text="text", source=self.row_labels, text_align="right", text_baseline="middle",
-                 text_font_size="11px", text_color="#444444", text_font_style="italic")
         fig.text("x", "y", text="text", source=self.output, text_align="left", text_baseline="middle",
                  x_offset="x_offset", text_font_size="13px", text_color="#111111", text_font_style="bold")
         fig.add_tools(TapTool(renderers=[nodes]),
@@ -156,12 +161,12 @@ class ModelMapView(View):
         for i in range(n_layers):
             names[1.0 + 2 * i], names[2.0 + 2 * i] = f"L{i} heads", f"L{i} FFN"
         names[1.0 + 2 * n_layers], names[last] = "final norm", "unembed"
-        self.row_labels.data = dict(x=[-0.12] * len(names), y=list(names), text=list(names.values()))
+        label_axis(self.fig.yaxis[0], [names[row] for row in range(len(names))])  # rows 0..last
         predicted, prob = state.vocab[target], trace.probs[position, target]
         self.output.data = dict(x=[1.0], y=[last], text=[f"“{predicted}” {prob:.2f}"], x_offset=[24])
         self.spine.data = dict(x=[0.0, 0.0], y=[-0.5, last])
         width = max(n.index for n in nodes) + 1
-        self.x_range.update(start=-1.25, end=width + 0.95)
+        self.x_range.update(start=-0.3, end=width + 0.95)  # the spine's half width on the left
         self.y_range.update(start=last + 0.6, end=-0.8)
         self.fig.height = int(ROW_PX * (last + 1.2))
         label = labels[position]

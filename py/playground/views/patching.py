@@ -19,7 +19,7 @@ from slm.interventions import Site
 
 from .. import analysis, circuits
 from ..state import PlaygroundState
-from .common import View, caption, esc, label_axis, patches_bokeh, small_figure, title, wrap_row
+from .common import View, caption, chart_box, esc, fit_box, label_axis, patches_bokeh, small_figure, title, wrap_row
 
 PALETTE = RdBu11[::-1]  # blue = towards the other run's answer, red = away from it; colour-blind safe pair
 HOVER = [("patch", "@what"), ("metric", "@metric{0.000}"), ("moved", "@moved_text")]
@@ -35,6 +35,7 @@ class PatchingView(View):
         self.head_source = ColumnDataSource(data=_empty())
         self.resid_fig = self._figure(self.resid_source, "patching-residual", "position", "resid")
         self.head_fig = self._figure(self.head_source, "patching-heads", "head", "head")
+        self.boxes = {fig: chart_box(fig, 420) for fig in (self.resid_fig, self.head_fig)}
         self.head_fig.add_layout(ColorBar(color_mapper=self.mapper, width=10, title="moved",
                                           title_text_font_size="11px", major_label_text_font_size="10px"), "right")
         # the experiment's settings: live in the state (a link restores them)
@@ -68,13 +69,14 @@ class PatchingView(View):
             wrap_row(self.position, self.token, self.good, self.bad),
             wrap_row(self.direction, self.example),
             self.summary,
-            wrap_row(pn.pane.Bokeh(self.resid_fig, margin=(0, 10)), pn.pane.Bokeh(self.head_fig, margin=(0, 10))),
+            wrap_row(*self.boxes.values(), styles={"flex-wrap": "wrap", "align-items": "flex-start"}),
             self.detail, self.show_button,
             name="Patching", sizing_mode="stretch_width",
         )
 
     def _figure(self, source: ColumnDataSource, name: str, x_label: str, kind: str):
-        fig = small_figure(width=420, height=200, x_range=Range1d(-0.5, 0.5), y_range=Range1d(0.5, -0.5), name=name)
+        fig = small_figure(sizing_mode="stretch_width", min_width=260, height=200, x_range=Range1d(-0.5, 0.5),
+                           y_range=Range1d(0.5, -0.5), name=name)
         fig.rect("x", "y", 0.95, 0.95, source=source, line_color="line", line_width=2,
                  fill_color={"field": "moved", "transform": self.mapper})
         fig.add_tools(HoverTool(tooltips=HOVER))
@@ -117,8 +119,8 @@ class PatchingView(View):
         label_axis(self.resid_fig.xaxis[0], labels)
         self.resid_fig.xaxis[0].major_label_orientation = "vertical" if n > 10 else 0.8
         label_axis(self.head_fig.xaxis[0], [f"H{j}" for j in range(cfg.n_heads)])
-        self.resid_fig.width = max(260, min(760, 60 + 26 * n))
-        self.head_fig.width = max(220, 110 + 34 * cfg.n_heads)
+        fit_box(self.boxes[self.resid_fig], max(260, min(760, 60 + 26 * n)))
+        fit_box(self.boxes[self.head_fig], max(260, 110 + 34 * cfg.n_heads))
         self.resid_fig.title.text = "Residual entering each layer"
         self.head_fig.title.text = "Each head's output"
         self._show_detail()
