@@ -40,7 +40,7 @@ app = importlib.import_module(app_module)  # noqa: F821 - set by worker.js; impo
 _t = time.perf_counter()
 # The hidden tabs' views are built after 'ready' (worker.js calls playground.start_building_hidden), one at a time,
 # each reaching the page as a patch; a tab opened before that builds its view at once.
-playground = app.create_app(build_hidden_on_load=False)
+playground = app.create_app(build_hidden_on_load=False, custom_js=False)  # the site's CSP refuses CustomJS
 playground.root.servable()
 timings["create_app"] = time.perf_counter() - _t  # noqa: F821 - prelude.py made it
 

@@ -90,7 +90,8 @@ class Playground:
     one is chosen); every built view sits in `self.content`, only the chosen one visible. Only the visible view
     is built here; the others are built when chosen or when build_hidden() runs (after the first render)."""
 
-    def __init__(self, state: PlaygroundState | None = None) -> None:
+    def __init__(self, state: PlaygroundState | None = None, *, custom_js: bool = True) -> None:
+        self.custom_js = custom_js
         self.state = state = state or PlaygroundState()
         self.prompt = pn.widgets.TextInput(label="Prompt", value=state.prompt, placeholder="the cat chased the dog",
                                            sizing_mode="stretch_width", min_width=200, max_length=2000,
@@ -142,13 +143,15 @@ class Playground:
                                                     sizing_mode="stretch_width", styles={"flex": "1 1 420px"})
         buttons = []
         for label, field in (("Copy link", self.share_link), ("Copy embed code", self.share_embed)):
-            button = pn.widgets.Button(label=label, color="primary", variant="outline", width=160,
-                                       css_classes=["pg-press"], align="end")
             # In the browser: the clipboard is the page's, not Python's. BokehJS compiles a CustomJS with `new
-            # Function`, which the static site's Content Security Policy (no 'unsafe-eval') refuses: there the
-            # buttons would only raise an error, so they are left out and the fields are copied by hand.
-            button.js_on_click(args={"field": field}, code="navigator.clipboard.writeText(field.value)")
-            button.visible = not pn.state._is_pyodide
+            # Function`, which the static site's Content Security Policy (no 'unsafe-eval') refuses: there
+            # (custom_js=False) the buttons would only raise an error, so they are left out and the fields are
+            # copied by hand.
+            button = None
+            if self.custom_js:
+                button = pn.widgets.Button(label=label, color="primary", variant="outline", width=160,
+                                           css_classes=["pg-press"], align="end")
+                button.js_on_click(args={"field": field}, code="navigator.clipboard.writeText(field.value)")
             buttons.append(button)
         self.copy_link, self.copy_embed = buttons
         self.chart_format = pn.pane.HTML("", margin=(4, 10), sizing_mode="stretch_width")
@@ -157,7 +160,8 @@ class Playground:
             caption("Every chart has a save button (PNG) above it and a “Download the numbers (CSV)” button "
                     "below. The link restores everything on this page; the embed code shows the current view "
                     "alone, e.g. in a course page."),
-            wrap_row(self.share_link, self.copy_link), wrap_row(self.share_embed, self.copy_embed),
+            wrap_row(self.share_link, *[self.copy_link] if self.copy_link else []),
+            wrap_row(self.share_embed, *[self.copy_embed] if self.copy_embed else []),
             self.chart_format,
             sizing_mode="stretch_width", margin=(20, 0, 10, 0))
         self.state.param.watch(self._update_share, list(URL_PARAMS))
@@ -293,20 +297,20 @@ class Playground:
         self.announce.object = f"<div role='status' class='pg-visually-hidden'>{text}</div>"
 
 
-def create_app(*, build_hidden_on_load: bool = True) -> Playground:
+def create_app(*, build_hidden_on_load: bool = True, custom_js: bool = True) -> Playground:
     """One session's playground (`panel serve` and the static site both call this); `.root` is what to show.
 
     The views of the hidden tabs are built after the first render, one at a time (``start_building_hidden()``, so
     that a learner's first click waits for one view at most): on the document's load event by default (what
     `panel serve` needs), or, with ``build_hidden_on_load=False``, when the host calls it (the static site, after
-    'ready')."""
+    'ready'). ``custom_js=False``: the host's page cannot run Bokeh's CustomJS (the static site's CSP)."""
     # Panel keeps raw_css per document: in the static site the module (and its pn.extension call) is imported
     # before the document exists, and the document's own copy would lack the app's styles without this.
     if STYLES not in pn.config.raw_css:
         pn.config.raw_css = [*pn.config.raw_css, STYLES]
     state = PlaygroundState()
     sync_url(state)  # the URL's values (view=, embed=, prompt=...) first: then only the view they show is built
-    playground = Playground(state)
+    playground = Playground(state, custom_js=custom_js)
     if pn.state.curdoc is not None:
         pn.state.curdoc.template = PAGE_TEMPLATE
         if build_hidden_on_load:

@@ -49,10 +49,15 @@ def render() -> dict:
 
     doc = Document()
     pn.state.curdoc = doc  # as panel.io.pyodide.init_doc does in the worker
-    playground = create_app(build_hidden_on_load=False)
+    playground = create_app(build_hidden_on_load=False, custom_js=False)  # as site/boot.py: the same page
     playground.root.server_doc(doc)
     docs_json, render_items = standalone_docs_json_and_render_items(doc.roots, suppress_callback_warning=True)
-    return {"docs_json": json.dumps(docs_json), "render_items": json.dumps([i.to_json() for i in render_items]),
+    # Bokeh names the document and the roots' elements with random UUIDs: fixed names keep the build reproducible
+    # (the same sources, the same build id). The page puts the roots in elements of its own.
+    items = [i.to_json() for i in render_items]
+    docs_json = {"first-view": docs_json[items[0]["docid"]]}
+    items[0].update(docid="first-view", roots={m: f"first-view-root-{n}" for n, m in enumerate(items[0]["roots"])})
+    return {"docs_json": json.dumps(docs_json), "render_items": json.dumps(items),
             "root_ids": json.dumps([m.id for m in doc.roots]), "state_params": sorted(URL_PARAMS.values()),
             "view": playground.state.view, "prompt": playground.state.prompt}
 
