@@ -253,8 +253,9 @@ async function loadMainJs(manifest) {
 }
 
 // ---------------------------------------------------------------------------- Panel worker protocol
-// Started once the manifest is in (and, with a first view, its bytes). A page with an opaque origin makes it from a blob of worker.js's text, as a classic worker (there a module worker from a URL or a blob
-// is refused), and tells it the site's root with 'start'.
+// Started once the manifest is in (and, with a first view, its bytes). A page with an opaque origin makes it from
+// a blob of worker.js's text, as a classic worker (there a module worker from a URL or a blob is refused), and
+// tells it the site's root with 'start'.
 function spawnWorker() {
   if (!opaque) return watchWorker(new Worker("worker.js", { type: "module" }));
   return workerSource().then((source) => watchWorker(new Worker(URL.createObjectURL(source))));
@@ -470,6 +471,8 @@ function pageLocation() {
   return JSON.stringify(loc);
 }
 
+const shown = new Map(); // box in #app -> its BokehJS views and document (embedDocument)
+
 // Renders a document (Panel's 'render' message, or the build's first view in the same form) into a new box in
 // #app; its BokehJS document. The live app is drawn invisibly over the first view (same place, same width) and
 // replaces it once drawn: the layout does not move.
@@ -510,7 +513,6 @@ async function embedDocument(msg, prefix = "app") {
   box.classList.remove("app-box-drawing");
   return doc;
 }
-const shown = new Map(); // box in #app -> its BokehJS views and document
 
 // ------------------------------------------------------------------------------------- first view
 // The build's pre-rendered first view (sitebuild/first_view.py): the default state's page, shown with BokehJS
