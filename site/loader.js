@@ -229,6 +229,19 @@ async function keepForNextVisit(buildId, fetchedByWorker) {
   }
 }
 
+// Downloads these scripts without running them (the scripts that name them later get the same bytes); resolves once
+// every one has loaded or failed (its <script> then reports the failure).
+function preload(paths) {
+  return Promise.all(paths.map((path) => new Promise((resolve) => {
+    const link = document.createElement("link");
+    link.rel = "preload";
+    link.as = "script";
+    link.href = path;
+    link.onload = link.onerror = resolve;
+    document.head.appendChild(link);
+  })));
+}
+
 // BokehJS and Panel's JS, in order (async=false keeps the order while downloading in parallel).
 async function loadMainJs(manifest) {
   const urls = portable
@@ -285,13 +298,15 @@ function watchWorker(w) {
   return w;
 }
 
-async function startWorker(manifest, mainJs) {
+async function startWorker(manifest, mainJsLoaded) {
   const totals = Object.fromEntries(STAGES.map((s) => [s, 0]));
   // What this page and the worker download: Pyodide, wheels, BokehJS/Panel JS (Panel's CSS files, fetched by
-  // BokehJS as the views need them, are not counted).
+  // BokehJS as the views need them, are not counted). A gzip copy counts as its file (the worker reports the
+  // difference when it downloads the copy).
+  const copies = Object.values(manifest.gzip_copies);
   for (const [path, f] of Object.entries(manifest.files)) {
     const vendor = path.startsWith("build/vendor/");
-    const loaded = !manifest.site.not_loaded.includes(path);
+    const loaded = !manifest.site.not_loaded.includes(path) && !copies.includes(path);
     if (path.startsWith("build/") && loaded && (!vendor || manifest.main_js.includes(path))) {
       totals[f.stage] += f.size;
     }
@@ -345,7 +360,7 @@ async function startWorker(manifest, mainJs) {
       info.worker = msg.timings;
       info.snapshot = msg.snapshot;
       try {
-        await mainJs;
+        await mainJsLoaded();
       } catch ([what, detail]) {
         fail(what, detail);
         return;
@@ -555,19 +570,26 @@ async function main() {
     await replaceOtherBuildsServiceWorker(manifest.build_id);
     timings.serviceWorker = performance.now();
     if (portable) await portableStylesheets(manifest);
-    const mainJs = loadMainJs(manifest);
-    mainJs.catch(([what, detail]) => fail(what, detail));
     // Not on a visit this build's service worker serves from its cache: that one is ready in about a second, and
     // drawing the first view meanwhile made it ~0.2 s later (measured: 1.47 vs 1.29 s, medians of 6 reloads).
-    if (firstViewWanted(manifest) && !thisBuilds(manifest.build_id)) {
+    const withFirstView = firstViewWanted(manifest) && !thisBuilds(manifest.build_id);
+    let firstView = null;
+    if (withFirstView) {
       // The first view's bytes (BokehJS, Panel's JS, the document) before the runtime's: on a slow link they
-      // would otherwise share it with the 8.6 MB of wasm.
-      const firstView = fetchFirstView(manifest);
-      await Promise.allSettled([mainJs, firstView]);
-      showFirstView(firstView, mainJs);
+      // would otherwise share it with the 8.6 MB of wasm. Downloaded, not yet run (below).
+      firstView = fetchFirstView(manifest);
+      await Promise.allSettled([preload(manifest.main_js), firstView]);
     }
     worker = await spawnWorker();
-    await startWorker(manifest, mainJs);
+    const running = new Promise((resolve) => worker.addEventListener("message", resolve, { once: true }));
+    const started = startWorker(manifest, () => mainJs);
+    // Chromium runs a new worker's script only when this thread is free: BokehJS, which keeps it busy for about
+    // half a second, runs once the worker has begun.
+    await Promise.race([running, started.then(() => running)]);
+    const mainJs = loadMainJs(manifest);
+    mainJs.catch(([what, detail]) => fail(what, detail));
+    if (withFirstView) showFirstView(firstView, mainJs);
+    await started;
   } catch (e) {
     if (Array.isArray(e)) fail(e[0], e[1]);
     else fail("Loading the page", String(e.stack || e));

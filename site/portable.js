@@ -46,8 +46,10 @@ function inlineScript(text, name) {
 export async function assemble({ manifest, read }) {
   const decoder = new TextDecoder();
   const lock = JSON.parse(decoder.decode(await read("build/pyodide-lock.json")));
+  // The gzip copies too: the file embeds each file once, compressed where that pays.
+  const copies = new Set(Object.values(manifest.gzip_copies));
   const files = Object.keys(manifest.files).filter(
-    (path) => !LEFT_OUT.has(path) && path !== manifest.site.manifest && path !== manifest.site.facts,
+    (path) => !LEFT_OUT.has(path) && !copies.has(path) && path !== manifest.site.manifest && path !== manifest.site.facts,
   );
   const sources = Object.fromEntries(files.map((path) => [path, path]));
   const portableFiles = Object.fromEntries(files.map((path) => [path, manifest.files[path]]));

@@ -83,20 +83,26 @@ function assetFailed(url, reason) {
 let keepIn = null; // Promise<Cache> while doing so
 
 // Count bytes from a clone, and hand Pyodide the untouched response: a synthetic Response would lose
-// its URL, and with it Chrome's compiled-wasm code cache.
+// its URL, and with it Chrome's compiled-wasm code cache (except for a gzip copy, below).
 const realFetch = self.fetch.bind(self);
 self.fetch = async (input, init) => {
   const url = new URL(input instanceof Request ? input.url : String(input), root).href;
   if (embedded && url.startsWith(root)) return fromMemory(url);
+  if (early.has(url)) {
+    const resp = early.get(url);
+    early.delete(url);
+    return resp;
+  }
+  const copy = await gzipCopy(url);
   let resp;
   try {
-    resp = await realFetch(input, init);
+    resp = await realFetch(copy || input, copy ? undefined : init);
   } catch (e) {
-    assetFailed(url, `network error (${e.message || e})`);
+    assetFailed(copy || url, `network error (${e.message || e})`);
     throw e;
   }
   if (!resp.ok) {
-    assetFailed(url, `HTTP ${resp.status}`);
+    assetFailed(copy || url, `HTTP ${resp.status}`);
     return resp;
   }
   const stage = stageOf(url);
@@ -110,23 +116,100 @@ self.fetch = async (input, init) => {
     reportProgress();
     return resp;
   }
-  if (keepIn && (url.startsWith(root) || Object.values(manifest.remote).some((r) => r.url === url))) {
-    const copy = resp.clone();
-    keepIn.then((cache) => cache.put(url, copy)).catch(() => {}); // a miss only costs the next visit a download
-  }
   if (resp.body) {
     const reader = resp.clone().body.getReader();
-    (async () => {
+    const counted = (async () => {
       for (;;) {
         const { done, value } = await reader.read();
         if (done) break;
         bytes[stage] += value.byteLength;
         reportProgress();
       }
-    })().catch(() => {});
+    })();
+    counted.catch(() => {});
+    runtimeDownloads.get(url)?.(counted);
+  }
+  if (copy) {
+    extraTotal[stage] += knownSize(copy) - size; // the page's total counts the file itself
+    resp = decompressed(resp);
+    // Kept under the file's own name whether or not this visit keeps its other downloads: a later visit gets it
+    // from there, and Chromium its compiled code.
+    const kept = resp.clone();
+    if (keepIn || "caches" in self) { // none with an opaque origin
+      (keepIn || caches.open(buildCache)).then((cache) => cache.put(url, kept)).catch(() => {});
+    }
+  } else if (keepIn && (url.startsWith(root) || Object.values(manifest.remote).some((r) => r.url === url))) {
+    const kept = resp.clone();
+    keepIn.then((cache) => cache.put(url, kept)).catch(() => {}); // a miss only costs the next visit a download
   }
   return resp;
 };
+
+// ---------------------------------------------------------------------------------- gzip copies
+// pyodide.asm.wasm is 8.6 MB and 2.8 MB gzipped, and not every static host compresses wasm: the build ships a gzip
+// copy (manifest.gzip_copies). A visit downloads the copy unless this build's cache holds the file itself (a later
+// visit, which then also gets Chromium's compiled code), or the engine cannot decompress a stream.
+let buildCache = null; // this build's cache name (useManifest)
+
+async function gzipCopy(url) {
+  const path = url.startsWith(root) ? manifest.gzip_copies?.[url.slice(root.length)] : null;
+  if (!path || !("DecompressionStream" in self)) return null;
+  try {
+    if ("caches" in self && (await caches.match(url, { cacheName: buildCache }))) return null;
+  } catch {
+    // Cache Storage refused (a private window)
+  }
+  return `${root}${path}`;
+}
+
+// The file from its gzip copy, decompressed as it streams in (its compiling starts with the first bytes). A host
+// that sends the copy with Content-Encoding: gzip had the browser decompress it already.
+function decompressed(resp) {
+  const type = { headers: { "Content-Type": "application/wasm" } };
+  if (resp.headers.get("Content-Encoding")) return new Response(resp.body, type);
+  return new Response(resp.body.pipeThrough(new DecompressionStream("gzip")), type);
+}
+
+// -------------------------------------------------------------------------------- packages, early
+// loadPackage asks for the wheels once the runtime has started, and on a slow link the link is idle until then
+// (the runtime's last ~0.8 s, all CPU). So the wheels are requested as soon as the runtime's own downloads are in,
+// with the URLs and integrity loadPackage will use: fetch above hands it these responses.
+const early = new Map(); // absolute URL -> Promise<Response>
+const RUNTIME_DOWNLOADS = ["build/pyodide/pyodide.asm.wasm", "build/pyodide/python_stdlib.zip"];
+const runtimeDownloads = new Map(); // absolute URL -> its resolve(the promise of its last byte)
+
+function runtimeDownloaded() {
+  return Promise.all(RUNTIME_DOWNLOADS.map((path) => new Promise((resolve) => {
+    runtimeDownloads.set(`${root}${path}`, resolve);
+  }).then((counted) => counted)));
+}
+
+// The lock's sha256 (hex) as a fetch integrity value, as loadPackage writes it.
+const integrity = (hex) => `sha256-${btoa(String.fromCharCode(...hex.match(/../g).map((b) => parseInt(b, 16))))}`;
+
+async function fetchPackagesEarly(lock, runtimeIn) {
+  const { packages } = await lock;
+  await runtimeIn;
+  for (const name of manifest.packages) {
+    const entry = packages[name];
+    if (!entry) continue; // loadPackage names it in its error
+    const url = new URL(entry.file_name, `${root}build/`).href;
+    const resp = fetch(url, { integrity: integrity(entry.sha256) });
+    resp.catch(() => {}); // loadPackage gets the failure
+    early.set(url, resp);
+  }
+}
+
+async function fetchLock() {
+  const name = "build/pyodide-lock.json";
+  try {
+    const resp = await fetch(`${root}${name}`);
+    if (!resp.ok) throw new Error(`HTTP ${resp.status}`);
+    return await resp.json();
+  } catch (e) {
+    throw new SiteError(`${manifest.site.stages.runtime}: could not download ${name}`, String(e.message || e));
+  }
+}
 
 // The portable file: a file from the bytes the page sent, counted whole (reading a copy of its stream, as for a
 // download, stalls WebKit's streaming wasm compile). The Response copies the bytes: a file can be served again.
@@ -218,11 +301,11 @@ function importFromBlobWorker(msg) {
     : importing(`${root}build/pyodide/pyodide.mjs`, PYODIDE_MODULE);
 }
 
-async function startPyodide(loadPyodide, extra) {
+async function startPyodide(loadPyodide, lock, extra) {
   try {
     pyodide = await loadPyodide({
       indexURL: `${root}build/pyodide/`,
-      lockFileURL: `${root}build/pyodide-lock.json`,
+      lockFileContents: lock,
       packageBaseUrl: `${root}build/`,
       stdLibURL: `${root}build/pyodide/python_stdlib.zip`,
       ...extra,
@@ -268,11 +351,11 @@ async function runPrelude(namespace, source) {
 
 // Boot from this build's memory snapshot (being read from the cache: `reading`); false (and the snapshot
 // deleted) if there is none or it fails.
-async function restoreSnapshot(snapshot, loadPyodide, reading, cacheName) {
+async function restoreSnapshot(snapshot, loadPyodide, lock, reading, cacheName) {
   try {
     const saved = await reading;
     if (!saved) return false;
-    await startPyodide(loadPyodide, snapshot.restoreOptions(saved));
+    await startPyodide(loadPyodide, lock, snapshot.restoreOptions(saved));
     await snapshot.finishRestore(pyodide, saved);
     return true;
   } catch (e) {
@@ -289,7 +372,8 @@ function useManifest(m) {
   const zeros = () => Object.fromEntries(Object.keys(m.site.stages).map((s) => [s, 0]));
   bytes = zeros();
   extraTotal = zeros();
-  return m.site.cache_prefix + m.build_id; // this build's cache (sw.js), which also holds the memory snapshot
+  buildCache = m.site.cache_prefix + m.build_id; // this build's cache (sw.js), which also holds the memory snapshot
+  return buildCache;
 }
 
 async function start(msg) {
@@ -301,13 +385,18 @@ async function start(msg) {
 
   stage("runtime");
   if (msg.keep) keepIn = caches.open(cacheName);
+  const lock = fetchLock();
+  lock.catch(() => {}); // reported by loadPyodide
+  const runtimeIn = runtimeDownloaded();
   const snapshot = msg.snapshot === false ? null : await importSnapshot();
   const reading = snapshot ? snapshot.load(root, cacheName, manifest.build_id) : null;
   reading?.catch(() => {}); // reported by restoreSnapshot()
+  // A start from a memory snapshot loads no packages; a start from scratch gets them early.
+  if (!embedded) Promise.resolve(reading).then((saved) => saved || fetchPackagesEarly(lock, runtimeIn)).catch(() => {});
   const { loadPyodide } = await importPyodide();
   bytes.runtime += manifest.files["build/pyodide/pyodide.mjs"].size;
-  const restored = reading !== null && (await restoreSnapshot(snapshot, loadPyodide, reading, cacheName));
-  if (!restored) await startPyodide(loadPyodide, {});
+  const restored = reading !== null && (await restoreSnapshot(snapshot, loadPyodide, lock, reading, cacheName));
+  if (!restored) await startPyodide(loadPyodide, lock, {});
   timings.runtime = performance.now() - t0;
 
   // One loadPackage call for everything (the app's own wheel too): downloads run in parallel, and each
@@ -347,7 +436,7 @@ async function makeSnapshot(msg) {
   const { loadPyodide } = await importPyodide();
   const snapshot = await importSnapshot();
   const { recorder, options } = snapshot.makeOptions();
-  await startPyodide(loadPyodide, options);
+  await startPyodide(loadPyodide, fetchLock(), options);
   await loadPackages(manifest.packages, manifest.site.stages.packages);
   const namespace = pyodide.toPy({ app_module: manifest.app_module, panel_cdn_root: manifest.panel_cdn_root });
   await runPrelude(namespace, preludeSource);

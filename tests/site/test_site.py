@@ -6,10 +6,14 @@ CDN is unreachable; a --pyodide-packages build must never request anything but 1
 
 from __future__ import annotations
 
+import functools
+import gzip
 import hashlib
+import http.server
 import json
 import os
 import re
+import threading
 import zipfile
 from pathlib import Path
 
@@ -18,6 +22,7 @@ import pytest
 from conftest import MAP_NODES_JS, ROOT, Visit, built, run_build, serve
 from sitebuild import patches, slim
 from sitebuild.common import BuildError
+from sitebuild.serve import SiteHandler
 
 LOCK = json.loads((ROOT / "build.lock").read_text())
 
@@ -375,8 +380,8 @@ def test_cdn_build_offline_boots_installs_and_names_numpy(browser: object, cdn_s
         lock = served_lock(cdn_site)
         vendored = {n for n, p in lock["packages"].items() if not p["file_name"].startswith("https://")}
         assert vendored <= set(visit.info()["loadedPackages"]), visit.info()
-        # Runtime booted from the site itself.
-        assert any(u.endswith("build/pyodide/pyodide.asm.wasm") for u in visit.requests)
+        # Runtime booted from the site itself (the gzip copy of its wasm, on a first visit).
+        assert any(u.endswith("build/pyodide/pyodide.asm.wasm.gz") for u in visit.requests)
         # Retry really retries (and fails the same way, still offline).
         page.click("#retry")
         page.wait_for_selector("body[data-error='1']", state="attached", timeout=180_000)
@@ -415,17 +420,92 @@ def test_second_visit_is_served_by_the_service_worker_offline(browser: object,
 
 def test_missing_asset_ends_on_error_panel(browser: object, fake_vendored_site: tuple[Path, str],
                                            tmp_path: Path) -> None:
-    """A missing file (here the wasm runtime) names itself on the error panel: never a blank page."""
+    """A missing file (here the wasm runtime, which a first visit downloads gzipped) names itself on the error
+    panel: never a blank page."""
     import shutil
 
     site = tmp_path / "broken"
     shutil.copytree(fake_vendored_site[0], site)
-    (site / "build" / "pyodide" / "pyodide.asm.wasm").unlink()
+    (site / "build" / "pyodide" / "pyodide.asm.wasm.gz").unlink()
     with serve(site) as url, Visit(browser, url, service_workers="block") as visit:
         visit.open()
         visit.screenshot("ci-missing-wasm")
         assert "Pyodide runtime" in visit.page.text_content("#error-what")
         assert "pyodide.asm.wasm" in visit.page.text_content("#error-detail")
+
+
+WASM = "build/pyodide/pyodide.asm.wasm"
+
+
+def test_the_wasm_ships_with_a_gzip_copy_of_the_same_bytes(cdn_site: Path) -> None:
+    """For hosts that send wasm uncompressed the build also ships pyodide.asm.wasm gzipped, named in the manifest
+    (where the worker finds it): the copy must hold the served file's bytes, in under 40 % of its size."""
+    wasm = (cdn_site / WASM).read_bytes()
+    copy = (cdn_site / f"{WASM}.gz").read_bytes()
+    assert gzip.decompress(copy) == wasm
+    assert len(copy) < 0.4 * len(wasm)
+    manifest = json.loads((cdn_site / "build" / "manifest.json").read_text())
+    assert manifest["gzip_copies"] == {WASM: f"{WASM}.gz"}
+
+
+CACHED_WASM_SHA256 = """async (path) => {
+  const url = new URL(path, location.href).href;
+  for (const name of await caches.keys()) {
+    const hit = await (await caches.open(name)).match(url);
+    if (hit) {
+      const digest = await crypto.subtle.digest("SHA-256", await hit.arrayBuffer());
+      return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
+    }
+  }
+  return null;
+}"""
+
+
+def test_a_first_visit_downloads_the_wasm_gzipped_and_keeps_it_whole(browser: object,
+                                                                     fake_vendored_site: tuple[Path, str]) -> None:
+    """A first visit downloads the gzip copy and boots from it (here as far as the fake NumPy); the cache then holds
+    the wasm itself, byte for byte, and the next visit, served by the service worker, asks for the wasm, not the
+    copy (Chromium keeps compiled code beside a cached file, not beside one made in the worker)."""
+    site, _ = fake_vendored_site
+    with serve(site) as url, Visit(browser, url) as visit:
+        visit.open()
+        assert "No module named 'numpy'" in visit.page.text_content("#error-detail"), visit.console
+        first = list(visit.requests)
+        assert any(u.endswith(f"{WASM}.gz") for u in first)
+        assert not any(u.endswith(WASM) for u in first)
+        visit.wait_js("navigator.serviceWorker.controller !== null")
+        cached = visit.page.evaluate(CACHED_WASM_SHA256, WASM)
+        assert cached == hashlib.sha256((site / WASM).read_bytes()).hexdigest()
+        visit.reload()
+        again = visit.requests[len(first):]
+        assert "No module named 'numpy'" in visit.page.text_content("#error-detail"), visit.console
+        assert any(u.endswith(WASM) for u in again)
+        assert not any(u.endswith(f"{WASM}.gz") for u in again)
+
+
+class EncodedCopyHandler(SiteHandler):
+    """A host that sends a .gz file as Content-Encoding: gzip (the browser then decompresses it itself)."""
+
+    def end_headers(self) -> None:
+        if self.path.split("?")[0].endswith(".gz"):
+            self.send_header("Content-Encoding", "gzip")
+        super().end_headers()
+
+
+def test_a_copy_sent_content_encoded_is_not_decompressed_twice(browser: object,
+                                                               fake_vendored_site: tuple[Path, str]) -> None:
+    site, _ = fake_vendored_site
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(EncodedCopyHandler, directory=str(site)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/"
+        with Visit(browser, url, service_workers="block") as visit:
+            visit.open()
+            assert any(u.endswith(f"{WASM}.gz") for u in visit.requests)
+            assert "No module named 'numpy'" in visit.page.text_content("#error-detail"), visit.console
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 @pytest.mark.parametrize("page", ["embed.html"])
