@@ -1,8 +1,8 @@
 """Worker-side imports, run by worker.js before boot.py: Panel and the app's module, nothing built yet.
 
 The snapshot worker runs only this file before it takes its memory snapshot (snapshot.js), so an interpreter
-restored from that snapshot has done all of it already. worker.js sets ``app_module`` and ``panel_cdn_root``;
-``timings`` (seconds) goes to the page with the render message.
+restored from that snapshot has done all of it already. worker.js sets ``app_module``, ``panel_cdn_root`` and
+``app_installed``; ``timings`` (seconds) goes to the page with the render message.
 """
 
 import gc
@@ -30,6 +30,9 @@ import panel.io.pyodide  # noqa: E402, F401 - what boot.py uses; imported here s
 panel.config.apply_signatures = False
 
 timings["import_panel"] = time.perf_counter() - _t
+# worker.js installs the app's own wheel while Panel is imported (Panel does not need it): a JS promise, settled
+# once the wheel is in. runPythonAsync runs this file, where a top-level await is allowed.
+await app_installed  # noqa: F704, F821 - set by worker.js
 _t = time.perf_counter()
 importlib.import_module(app_module)  # noqa: F821 - set by worker.js
 timings["import_app"] = time.perf_counter() - _t

@@ -72,7 +72,7 @@ function reportProgress() {
 function assetFailed(url, reason) {
   failed.push({ url, reason });
   if (knownSize(url) !== null && stageOf(url) === "runtime") {
-    postError(`${manifest.site.stages[stageOf(url)]}: could not download ${describe(url).split(" (")[0]}`, `${url}: ${reason}`);
+    postError(`${manifest.site.stages[stageOf(url)]}: could not download ${named(url)}`, `${url}: ${reason}`);
   }
 }
 
@@ -85,14 +85,18 @@ let keepIn = null; // Promise<Cache> while doing so
 // Count bytes from a clone, and hand Pyodide the untouched response: a synthetic Response would lose
 // its URL, and with it Chrome's compiled-wasm code cache (except for a gzip copy, below).
 const realFetch = self.fetch.bind(self);
-self.fetch = async (input, init) => {
+self.fetch = (input, init) => {
   const url = new URL(input instanceof Request ? input.url : String(input), root).href;
   if (embedded && url.startsWith(root)) return fromMemory(url);
-  if (early.has(url)) {
-    const resp = early.get(url);
+  const requested = early.get(url);
+  if (requested) {
     early.delete(url);
-    return resp;
+    return requested;
   }
+  return download(url, input, init);
+};
+
+async function download(url, input, init) {
   const copy = await gzipCopy(url);
   let resp;
   try {
@@ -143,7 +147,7 @@ self.fetch = async (input, init) => {
     keepIn.then((cache) => cache.put(url, kept)).catch(() => {}); // a miss only costs the next visit a download
   }
   return resp;
-};
+}
 
 // ---------------------------------------------------------------------------------- gzip copies
 // pyodide.asm.wasm is 8.6 MB and 2.8 MB gzipped, and not every static host compresses wasm: the build ships a gzip
@@ -173,7 +177,8 @@ function decompressed(resp) {
 // -------------------------------------------------------------------------------- packages, early
 // loadPackage asks for the wheels once the runtime has started, and on a slow link the link is idle until then
 // (the runtime's last ~0.8 s, all CPU). So the wheels are requested as soon as the runtime's own downloads are in,
-// with the URLs and integrity loadPackage will use: fetch above hands it these responses.
+// with the URLs and integrity loadPackage will use: fetch above hands it these responses. The app's own wheel
+// (stage "app") comes after the others: it is installed while prelude.py imports Panel, which does not need it.
 const early = new Map(); // absolute URL -> Promise<Response>
 const RUNTIME_DOWNLOADS = ["build/pyodide/pyodide.asm.wasm", "build/pyodide/python_stdlib.zip"];
 const runtimeDownloads = new Map(); // absolute URL -> its resolve(the promise of its last byte)
@@ -187,17 +192,32 @@ function runtimeDownloaded() {
 // The lock's sha256 (hex) as a fetch integrity value, as loadPackage writes it.
 const integrity = (hex) => `sha256-${btoa(String.fromCharCode(...hex.match(/../g).map((b) => parseInt(b, 16))))}`;
 
+const packageUrl = (entry) => new URL(entry.file_name, `${root}build/`).href;
+
+// The manifest's packages by loading stage: {packages, app} (the app's own wheel), from the lock's file names.
+function packagesByStage(lockPackages) {
+  const by = { packages: [], app: [] };
+  for (const name of manifest.packages) {
+    const entry = lockPackages[name];
+    (entry && stageOf(packageUrl(entry)) === "app" ? by.app : by.packages).push(name);
+  }
+  return by;
+}
+
 async function fetchPackagesEarly(lock, runtimeIn) {
   const { packages } = await lock;
-  await runtimeIn;
-  for (const name of manifest.packages) {
+  const request = (name, after) => {
     const entry = packages[name];
-    if (!entry) continue; // loadPackage names it in its error
-    const url = new URL(entry.file_name, `${root}build/`).href;
-    const resp = fetch(url, { integrity: integrity(entry.sha256) });
+    if (!entry) return null; // loadPackage names it in its error
+    const url = packageUrl(entry);
+    const resp = after.then(() => download(url, url, { integrity: integrity(entry.sha256) }));
     resp.catch(() => {}); // loadPackage gets the failure
     early.set(url, resp);
-  }
+    return resp;
+  };
+  const by = packagesByStage(packages);
+  const first = Promise.allSettled(by.packages.map((name) => request(name, runtimeIn)));
+  by.app.forEach((name) => request(name, first));
 }
 
 async function fetchLock() {
@@ -239,6 +259,9 @@ function describe(url) {
   return m ? `${pretty(m[1].replace(/[-_.]+/g, "-").toLowerCase())} (${rel})` : rel;
 }
 
+// describe() without the path: "NumPy", "the app (slm_playground wheel)".
+const named = (url) => describe(url).replace(/ \([^()]*\)$/, "");
+
 function failedAssets(filter) {
   const hits = failed.filter((f) => filter(f.url));
   return hits.map((f) => `${describe(f.url)}: ${f.reason}`).join("; ");
@@ -261,7 +284,7 @@ async function loadPackages(names, label) {
   if (missing.length || errors.length) {
     // A failed download makes loadPackage give up on every package: name the ones whose files failed.
     const assets = failedAssets((u) => u.endsWith(".whl"));
-    const culprits = failed.filter((f) => f.url.endsWith(".whl")).map((f) => describe(f.url).split(" (")[0]);
+    const culprits = failed.filter((f) => f.url.endsWith(".whl")).map((f) => named(f.url));
     throw new SiteError(
       `${label}: could not load ${(culprits.length ? culprits : missing.map(pretty)).join(", ")}`,
       assets || errors.join("\n") || "loadPackage did not load them",
@@ -339,14 +362,18 @@ function fetchPython(...names) {
 }
 
 // prelude.py (`source`: its text, being fetched): import Panel and the app's module (what a memory snapshot
-// holds).
-async function runPrelude(namespace, source) {
+// holds). It imports the app once `appInstalled` (the app's wheel, installed meanwhile) has settled; if the wheel
+// failed, that failure is the one reported.
+async function runPrelude(namespace, source, appInstalled) {
   const prelude = await source;
+  namespace.set("app_installed", appInstalled.then(() => null, () => null));
   try {
     await pyodide.runPythonAsync(prelude, { globals: namespace, filename: "prelude.py" });
   } catch (e) {
+    await appInstalled;
     throw new SiteError("Starting the app (Python)", lastLines(String(e.message || e)));
   }
+  await appInstalled;
 }
 
 // Boot from this build's memory snapshot (being read from the cache: `reading`); false (and the snapshot
@@ -399,21 +426,24 @@ async function start(msg) {
   if (!restored) await startPyodide(loadPyodide, lock, {});
   timings.runtime = performance.now() - t0;
 
-  // One loadPackage call for everything (the app's own wheel too): downloads run in parallel, and each
-  // package is installed as soon as it arrives even if another one fails.
+  // One loadPackage call for every package but the app's own wheel: downloads run in parallel, and each package is
+  // installed as soon as it arrives even if another one fails. The app's wheel is installed while Panel is imported.
+  const by = packagesByStage((await lock).packages);
   stage("packages");
-  if (!restored) await loadPackages(manifest.packages, manifest.site.stages.packages);
+  if (!restored) await loadPackages(by.packages, manifest.site.stages.packages);
   timings.packages = performance.now() - t0;
 
   stage("app");
   post({ type: "status", msg: "Importing Panel and building the app" });
+  const appInstalled = restored ? Promise.resolve() : loadPackages(by.app, manifest.site.stages.app);
+  appInstalled.catch(() => {}); // reported by runPrelude()
   const boot = await bootSource;
   py = pyodide.toPy({
     location_json: msg.location,
     app_module: manifest.app_module,
     panel_cdn_root: manifest.panel_cdn_root,
   });
-  await runPrelude(py, preludeSource);
+  await runPrelude(py, preludeSource, appInstalled);
   let result;
   try {
     result = await pyodide.runPythonAsync(boot, { globals: py, filename: "boot.py" });
@@ -439,7 +469,7 @@ async function makeSnapshot(msg) {
   await startPyodide(loadPyodide, fetchLock(), options);
   await loadPackages(manifest.packages, manifest.site.stages.packages);
   const namespace = pyodide.toPy({ app_module: manifest.app_module, panel_cdn_root: manifest.panel_cdn_root });
-  await runPrelude(namespace, preludeSource);
+  await runPrelude(namespace, preludeSource, Promise.resolve());
   namespace.destroy();
   const size = await snapshot.make(pyodide, recorder, root, cacheName, manifest.build_id);
   post({ type: "snapshot", bytes: size, ms: performance.now() - t0 });

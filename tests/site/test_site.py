@@ -379,7 +379,8 @@ def test_cdn_build_offline_boots_installs_and_names_numpy(browser: object, cdn_s
         assert visit.external, "NumPy should have been requested from the CDN (and blocked)"
         lock = served_lock(cdn_site)
         vendored = {n for n, p in lock["packages"].items() if not p["file_name"].startswith("https://")}
-        assert vendored <= set(visit.info()["loadedPackages"]), visit.info()
+        # All but the app's own wheel, which is installed in the next stage ("App code"), after this one.
+        assert vendored - {"slm-playground"} <= set(visit.info()["loadedPackages"]), visit.info()
         # Runtime booted from the site itself (the gzip copy of its wasm, on a first visit).
         assert any(u.endswith("build/pyodide/pyodide.asm.wasm.gz") for u in visit.requests)
         # Retry really retries (and fails the same way, still offline).
@@ -432,6 +433,24 @@ def test_missing_asset_ends_on_error_panel(browser: object, fake_vendored_site: 
         visit.screenshot("ci-missing-wasm")
         assert "Pyodide runtime" in visit.page.text_content("#error-what")
         assert "pyodide.asm.wasm" in visit.page.text_content("#error-detail")
+
+
+def test_a_missing_app_wheel_is_named_before_what_python_says(browser: object, fake_vendored_site: tuple[Path, str],
+                                                               tmp_path: Path) -> None:
+    """The app's wheel is installed while Panel is imported (here Panel's import fails on the fake NumPy): when the
+    wheel itself could not be downloaded, the error panel names it, not the Python error that followed."""
+    import shutil
+
+    site = tmp_path / "no-app-wheel"
+    shutil.copytree(fake_vendored_site[0], site)
+    (app_wheel,) = (site / "build" / "wheels").glob("slm_playground-*.whl")
+    app_wheel.unlink()
+    with serve(site) as url, Visit(browser, url, service_workers="block") as visit:
+        visit.open()
+        visit.screenshot("ci-missing-app-wheel")
+        assert visit.page.text_content("#error-what") == "App code: could not load the app (slm_playground wheel)"
+        # (fetched with its sha256 as integrity, a 404 reads as a network error)
+        assert f"build/wheels/{app_wheel.name}" in visit.page.text_content("#error-detail")
 
 
 WASM = "build/pyodide/pyodide.asm.wasm"
@@ -495,7 +514,8 @@ class EncodedCopyHandler(SiteHandler):
 def test_a_copy_sent_content_encoded_is_not_decompressed_twice(browser: object,
                                                                fake_vendored_site: tuple[Path, str]) -> None:
     site, _ = fake_vendored_site
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(EncodedCopyHandler, directory=str(site)))
+    handler = functools.partial(EncodedCopyHandler, directory=str(site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/"
