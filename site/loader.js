@@ -298,7 +298,7 @@ function watchWorker(w) {
   return w;
 }
 
-async function startWorker(manifest, mainJsLoaded) {
+async function startWorker(manifest, mainJs) {
   const totals = Object.fromEntries(STAGES.map((s) => [s, 0]));
   // What this page and the worker download: Pyodide, wheels, BokehJS/Panel JS (Panel's CSS files, fetched by
   // BokehJS as the views need them, are not counted). A gzip copy counts as its file (the worker reports the
@@ -360,7 +360,7 @@ async function startWorker(manifest, mainJsLoaded) {
       info.worker = msg.timings;
       info.snapshot = msg.snapshot;
       try {
-        await mainJsLoaded();
+        await mainJs;
       } catch ([what, detail]) {
         fail(what, detail);
         return;
@@ -581,15 +581,13 @@ async function main() {
       await Promise.allSettled([preload(manifest.main_js), firstView]);
     }
     worker = await spawnWorker();
-    const running = new Promise((resolve) => worker.addEventListener("message", resolve, { once: true }));
-    const started = startWorker(manifest, () => mainJs);
     // Chromium runs a new worker's script only when this thread is free: BokehJS, which keeps it busy for about
-    // half a second, runs once the worker has begun.
-    await Promise.race([running, started.then(() => running)]);
-    const mainJs = loadMainJs(manifest);
+    // half a second, runs once the worker has begun (its first message).
+    const running = new Promise((resolve) => worker.addEventListener("message", resolve, { once: true }));
+    const mainJs = running.then(() => loadMainJs(manifest));
     mainJs.catch(([what, detail]) => fail(what, detail));
     if (withFirstView) showFirstView(firstView, mainJs);
-    await started;
+    await startWorker(manifest, mainJs);
   } catch (e) {
     if (Array.isArray(e)) fail(e[0], e[1]);
     else fail("Loading the page", String(e.stack || e));

@@ -136,15 +136,14 @@ async function download(url, input, init) {
   if (copy) {
     extraTotal[stage] += knownSize(copy) - size; // the page's total counts the file itself
     resp = decompressed(resp);
-    // Kept under the file's own name whether or not this visit keeps its other downloads: a later visit gets it
-    // from there, and Chromium its compiled code.
+  }
+  // A decompressed copy is kept under the file's own name whether or not this visit keeps its other downloads: a
+  // later visit gets it from there, and Chromium its compiled code. (No Cache Storage with an opaque origin.)
+  const ours = url.startsWith(root) || Object.values(manifest.remote).some((r) => r.url === url);
+  const cache = copy && !keepIn && "caches" in self ? caches.open(buildCache) : ours && keepIn;
+  if (cache) {
     const kept = resp.clone();
-    if (keepIn || "caches" in self) { // none with an opaque origin
-      (keepIn || caches.open(buildCache)).then((cache) => cache.put(url, kept)).catch(() => {});
-    }
-  } else if (keepIn && (url.startsWith(root) || Object.values(manifest.remote).some((r) => r.url === url))) {
-    const kept = resp.clone();
-    keepIn.then((cache) => cache.put(url, kept)).catch(() => {}); // a miss only costs the next visit a download
+    cache.then((c) => c.put(url, kept)).catch(() => {}); // a miss only costs the next visit a download
   }
   return resp;
 }
@@ -184,9 +183,8 @@ const RUNTIME_DOWNLOADS = ["build/pyodide/pyodide.asm.wasm", "build/pyodide/pyth
 const runtimeDownloads = new Map(); // absolute URL -> its resolve(the promise of its last byte)
 
 function runtimeDownloaded() {
-  return Promise.all(RUNTIME_DOWNLOADS.map((path) => new Promise((resolve) => {
-    runtimeDownloads.set(`${root}${path}`, resolve);
-  }).then((counted) => counted)));
+  const ended = (path) => new Promise((resolve) => runtimeDownloads.set(`${root}${path}`, resolve));
+  return Promise.all(RUNTIME_DOWNLOADS.map(ended));
 }
 
 // The lock's sha256 (hex) as a fetch integrity value, as loadPackage writes it.
@@ -220,16 +218,7 @@ async function fetchPackagesEarly(lock, runtimeIn) {
   by.app.forEach((name) => request(name, first));
 }
 
-async function fetchLock() {
-  const name = "build/pyodide-lock.json";
-  try {
-    const resp = await fetch(`${root}${name}`);
-    if (!resp.ok) throw new Error(`HTTP ${resp.status}`);
-    return await resp.json();
-  } catch (e) {
-    throw new SiteError(`${manifest.site.stages.runtime}: could not download ${name}`, String(e.message || e));
-  }
-}
+const fetchLock = () => fetchText("build/pyodide-lock.json", manifest.site.stages.runtime).then(JSON.parse);
 
 // The portable file: a file from the bytes the page sent, counted whole (reading a copy of its stream, as for a
 // download, stalls WebKit's streaming wasm compile). The Response copies the bytes: a file can be served again.
