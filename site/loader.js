@@ -29,11 +29,13 @@ const $ = (sel) => document.querySelector(sel);
 const mb = (n) => `${(n / 1e6).toFixed(1)} MB`;
 
 // ------------------------------------------------------------------------------------ error panel
-function fail(what, detail) {
+// `stopWorker` false: the worker reported the failure itself and has stopped; it may still be storing a download
+// for the next visit (the decompressed wasm), which terminating it would cut off.
+function fail(what, detail, stopWorker = true) {
   if (state.failed) return;
   state.failed = true;
   clearTimeout(stallTimer);
-  if (worker) worker.terminate();
+  if (worker && stopWorker) worker.terminate();
   $("#loading").hidden = true;
   $("#app").hidden = true;
   $("#error-what").textContent = what;
@@ -352,7 +354,7 @@ async function startWorker(manifest, mainJs) {
       $("#status").textContent = msg.msg;
     } else if (msg.type === "error") {
       info.loadedPackages = msg.loaded || [];
-      fail(msg.what, msg.detail);
+      fail(msg.what, msg.detail, false);
       keepForNextVisit(manifest.build_id, msg.fetched || []); // an offline visit then gets as far
     } else if (msg.type === "render") {
       $("#status").textContent = "Rendering";

@@ -14,6 +14,7 @@ import json
 import os
 import re
 import threading
+import time
 import zipfile
 from pathlib import Path
 
@@ -493,7 +494,10 @@ def test_a_first_visit_downloads_the_wasm_gzipped_and_keeps_it_whole(browser: ob
         assert any(u.endswith(f"{WASM}.gz") for u in first)
         assert not any(u.endswith(WASM) for u in first)
         visit.wait_js("navigator.serviceWorker.controller !== null")
-        cached = visit.page.evaluate(CACHED_WASM_SHA256, WASM)
+        # The worker stores it while the visit goes on; a slow machine may still be writing it.
+        deadline = time.monotonic() + 30
+        while (cached := visit.page.evaluate(CACHED_WASM_SHA256, WASM)) is None and time.monotonic() < deadline:
+            time.sleep(0.2)
         assert cached == hashlib.sha256((site / WASM).read_bytes()).hexdigest()
         visit.reload()
         again = visit.requests[len(first):]
