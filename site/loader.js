@@ -244,6 +244,21 @@ function preload(paths) {
   })));
 }
 
+// Resolves once each of these files has arrived (its resource timing entry is there). A preload's load event can
+// come much later: Chromium fires it once the script is compiled as well (~0.2 s after its last byte on 2 cores).
+function arrived(paths) {
+  const pending = new Set(paths.map((p) => new URL(p, location.href).href));
+  return new Promise((resolve) => {
+    const observer = new PerformanceObserver((list) => {
+      for (const entry of list.getEntries()) pending.delete(entry.name);
+      if (pending.size) return;
+      observer.disconnect();
+      resolve();
+    });
+    observer.observe({ type: "resource", buffered: true });
+  });
+}
+
 // BokehJS and Panel's JS, in order (async=false keeps the order while downloading in parallel).
 async function loadMainJs(manifest) {
   const urls = portable
@@ -300,15 +315,15 @@ function watchWorker(w) {
   return w;
 }
 
-async function startWorker(manifest, mainJs) {
+async function startWorker(manifest, mainJs, hold) {
   const totals = Object.fromEntries(STAGES.map((s) => [s, 0]));
   // What this page and the worker download: Pyodide, wheels, BokehJS/Panel JS (Panel's CSS files, fetched by
   // BokehJS as the views need them, are not counted). A gzip copy counts as its file (the worker reports the
-  // difference when it downloads the copy).
+  // difference when it downloads the copy). Not the deferred wheels (manifest.deferred): 'ready' does not wait for them.
   const copies = Object.values(manifest.gzip_copies);
   for (const [path, f] of Object.entries(manifest.files)) {
     const vendor = path.startsWith("build/vendor/");
-    const loaded = !manifest.site.not_loaded.includes(path) && !copies.includes(path);
+    const loaded = !manifest.site.not_loaded.includes(path) && !copies.includes(path) && !f.deferred;
     if (path.startsWith("build/") && loaded && (!vendor || manifest.main_js.includes(path))) {
       totals[f.stage] += f.size;
     }
@@ -393,6 +408,7 @@ async function startWorker(manifest, mainJs) {
         else saveSnapshot(manifest, kept);
       }
     } else if (msg.type === "views-built") {
+      info.loadedPackages = msg.loaded;
       body.dataset.views = "built";
     } else if (msg.type === "idle") {
       if (worker.queue.length) {
@@ -419,8 +435,10 @@ async function startWorker(manifest, mainJs) {
   // A worker made from a blob learns the site's root here, and in the portable file gets the files themselves.
   const root = new URL("./", location.href).href;
   const [files, transfer] = portable ? await workerFiles() : [null, []];
-  worker.postMessage({ type: "start", manifest, location: pageLocation(), snapshot: useSnapshot, keep, root, files },
-    transfer);
+  worker.postMessage(
+    { type: "start", manifest, location: pageLocation(), snapshot: useSnapshot, keep, root, files, hold },
+    transfer,
+  );
 }
 
 // "Save for offline use" (the full page on the hosted site): the portable file, assembled by portable.js from the
@@ -565,6 +583,11 @@ async function main() {
   $("#retry").addEventListener("click", () => location.reload());
   tick();
   watchdog();
+  // A page no service worker controls (a first visit, the portable file) starts the worker at once, so that its
+  // script has run by the time the manifest is in. A controlled page starts it once this build's service worker is
+  // in charge: another build's would serve that build's worker.js.
+  const early = serviceWorkers && navigator.serviceWorker.controller ? null : Promise.resolve().then(spawnWorker);
+  early?.then((w) => (worker = w), () => {}); // a failure is reported where it is awaited
   try {
     const manifest = await fetchManifest();
     timings.manifest = performance.now();
@@ -576,20 +599,25 @@ async function main() {
     // drawing the first view meanwhile made it ~0.2 s later (measured: 1.47 vs 1.29 s, medians of 6 reloads).
     const withFirstView = firstViewWanted(manifest) && !thisBuilds(manifest.build_id);
     let firstView = null;
+    let firstBytes = null;
     if (withFirstView) {
       // The first view's bytes (BokehJS, Panel's JS, the document) before the runtime's: on a slow link they
-      // would otherwise share it with the 8.6 MB of wasm. Downloaded, not yet run (below).
+      // would otherwise share it with the 8.6 MB of wasm. Downloaded, not yet run (below); the worker starts its
+      // downloads of the runtime when they are in ('go').
       firstView = fetchFirstView(manifest);
-      await Promise.allSettled([preload(manifest.main_js), firstView]);
+      const files = [...manifest.main_js, manifest.first_view.path];
+      firstBytes = Promise.race([arrived(files), Promise.allSettled([preload(manifest.main_js), firstView])]);
     }
-    worker = await spawnWorker();
+    worker = await (early || spawnWorker());
     // Chromium runs a new worker's script only when this thread is free: BokehJS, which keeps it busy for about
     // half a second, runs once the worker has begun (its first message).
+    // 'go' is sent before BokehJS runs, which would hold it up for that long.
     const running = new Promise((resolve) => worker.addEventListener("message", resolve, { once: true }));
-    const mainJs = running.then(() => loadMainJs(manifest));
+    const released = firstBytes?.then(() => worker.postMessage({ type: "go" }));
+    const mainJs = Promise.all([running, released]).then(() => loadMainJs(manifest));
     mainJs.catch(([what, detail]) => fail(what, detail));
     if (withFirstView) showFirstView(firstView, mainJs);
-    await startWorker(manifest, mainJs);
+    await startWorker(manifest, mainJs, withFirstView);
   } catch (e) {
     if (Array.isArray(e)) fail(e[0], e[1]);
     else fail("Loading the page", String(e.stack || e));

@@ -54,6 +54,8 @@ function stageOf(url) {
   return "runtime";
 }
 
+const deferredFile = (url) => Boolean(url.startsWith(root) && manifest.files[url.slice(root.length)]?.deferred);
+
 function knownSize(url) {
   const rel = url.startsWith(root) ? url.slice(root.length).split("?")[0] : null;
   return rel && manifest.files[rel] ? manifest.files[rel].size : null;
@@ -112,6 +114,7 @@ async function download(url, input, init) {
   const stage = stageOf(url);
   const size = knownSize(url) ?? Number(resp.headers.get("content-length") || 0);
   if (knownSize(url) === null) extraTotal[stage] += size;
+  if (init?.integrity && deferredFile(url)) return resp; // after the progress bar (loader.js leaves it out)
   if (init?.integrity) {
     // A package file (loadPackage checks each one's sha256): the promise resolves once the whole file is in, so
     // it is counted now, and the service worker keeps it after 'ready'. Copying its stream on this thread, to
@@ -192,12 +195,14 @@ const integrity = (hex) => `sha256-${btoa(String.fromCharCode(...hex.match(/../g
 
 const packageUrl = (entry) => new URL(entry.file_name, `${root}build/`).href;
 
-// The manifest's packages by loading stage: {packages, app} (the app's own wheel), from the lock's file names.
+// The manifest's packages in loading order: {packages, app} (the app's own wheel, from the lock's file names),
+// then `deferred` (manifest.deferred: none of them is imported until the page is on screen).
 function packagesByStage(lockPackages) {
-  const by = { packages: [], app: [] };
+  const by = { packages: [], app: [], deferred: [] };
   for (const name of manifest.packages) {
     const entry = lockPackages[name];
-    (entry && stageOf(packageUrl(entry)) === "app" ? by.app : by.packages).push(name);
+    if (manifest.deferred.includes(name)) by.deferred.push(name);
+    else (entry && stageOf(packageUrl(entry)) === "app" ? by.app : by.packages).push(name);
   }
   return by;
 }
@@ -215,7 +220,8 @@ async function fetchPackagesEarly(lock, runtimeIn) {
   };
   const by = packagesByStage(packages);
   const first = Promise.allSettled(by.packages.map((name) => request(name, runtimeIn)));
-  by.app.forEach((name) => request(name, first));
+  const app = Promise.allSettled(by.app.map((name) => request(name, first)));
+  by.deferred.forEach((name) => request(name, app));
 }
 
 const fetchLock = () => fetchText("build/pyodide-lock.json", manifest.site.stages.runtime).then(JSON.parse);
@@ -392,8 +398,17 @@ function useManifest(m) {
   return buildCache;
 }
 
+// With a first view, the page starts this worker while the first view's bytes are still coming in, and sends 'go'
+// once they are in: the small files (the lock, prelude.py, boot.py, Pyodide's module) load meanwhile, the runtime's
+// megabytes after them.
+let deferredInstalled = Promise.resolve(); // manifest.deferred, installed once the page has the document (start)
+let go = null;
+let goReceived = false;
+const gate = (held) => (held && !goReceived ? new Promise((resolve) => (go = resolve)) : null);
+
 async function start(msg) {
   if (fromBlob) importFromBlobWorker(msg);
+  const held = gate(msg.hold);
   const cacheName = useManifest(msg.manifest);
   const t0 = performance.now();
   const timings = {};
@@ -411,6 +426,7 @@ async function start(msg) {
   if (!embedded) Promise.resolve(reading).then((saved) => saved || fetchPackagesEarly(lock, runtimeIn)).catch(() => {});
   const { loadPyodide } = await importPyodide();
   bytes.runtime += manifest.files["build/pyodide/pyodide.mjs"].size;
+  await held;
   const restored = reading !== null && (await restoreSnapshot(snapshot, loadPyodide, lock, reading, cacheName));
   if (!restored) await startPyodide(loadPyodide, lock, {});
   timings.runtime = performance.now() - t0;
@@ -445,6 +461,10 @@ async function start(msg) {
   timings.app = performance.now() - t0;
   timings.imports = py.get("timings").toJs({ dict_converter: Object.fromEntries });
   post({ type: "render", docs_json, render_items, root_ids, timings, snapshot: restored ? "restored" : "none" });
+  // While the page draws the document: the packages nothing has needed so far (their downloads began after the
+  // app's wheel). The other views and the first change wait for them.
+  if (!restored && by.deferred.length) deferredInstalled = loadPackages(by.deferred, manifest.site.stages.packages);
+  deferredInstalled.catch(() => {}); // reported by the message that awaits it
 }
 
 // The snapshot worker: the app worker's start-up up to prelude.py, then the snapshot (snapshot.js).
@@ -485,18 +505,25 @@ self.onmessage = async (event) => {
   try {
     if (msg.type === "start") {
       await start(msg);
+    } else if (msg.type === "go") {
+      goReceived = true;
+      go?.();
     } else if (msg.type === "snapshot") {
       await makeSnapshot(msg);
     } else if (msg.type === "rendered") {
       py.get("link_docs")(sendPatch);
       post({ type: "ready", heapBytes: heapBytes(), loaded: Object.keys(pyodide.loadedPackages), fetched: fetched() });
+      await deferredInstalled;
       const playground = py.get("playground");
       const building = playground.start_building_hidden();
       playground.destroy();
       // The page marks when every view is on it (body[data-views="built"]): tests and benchmarks wait for it.
-      building.then(() => post({ type: "views-built" })).finally(() => building.destroy());
+      building
+        .then(() => post({ type: "views-built", loaded: Object.keys(pyodide.loadedPackages) }))
+        .finally(() => building.destroy());
     } else if (msg.type === "patch") {
       try {
+        await deferredInstalled;
         await py.get("apply_patch")(msg.patch);
       } finally {
         post({ type: "idle" });

@@ -108,8 +108,11 @@ class Playground:
         self.generate.on_click(self._on_generate)
         self.stop.on_click(lambda _: state.stop())
         state.param.watch(self._on_generating, "generating")
+        # No tooltip from the parameter's doc ("Which model to run", what the label and the options say): Panel
+        # renders a description as Markdown, and markdown-it would be imported and set up for it while the first
+        # page is built (~45 ms in Pyodide), before anything else on that page needs it.
         self.model_select = pn.widgets.Select.from_param(
-            state.param.model_name, label="Model", width=150,
+            state.param.model_name, label="Model", width=150, description=None,
             options={"trained model": "shipped", "lesson model": "lesson"})
         self.prompt_bar = wrap_row(pn.Column(self.prompt, sizing_mode="stretch_width", min_width=240,
                                              styles={"flex": "1 1 300px"}),

@@ -10,7 +10,6 @@ requests before it could fetch a manifest). The build id (a hash of every file) 
 from __future__ import annotations
 
 import functools
-import gzip
 import hashlib
 import json
 import re
@@ -37,7 +36,7 @@ from .packages import (
 )
 from .patches import patch_key
 from .slim import NOT_SHIPPED, SLIM_RULES, VENDORED_SLIM_RULES, slim_filter, unpack_vendored, vendored_stubs
-from .zips import DEFLATE
+from .zips import DEFLATE, gzip_file
 
 # Files in site/ that are hand-written (copied when building into another folder).
 SHELL_FILES = ("index.html", "embed.html", "loader.js", "worker.js", "snapshot.js", "portable.js", "prelude.py",
@@ -62,6 +61,11 @@ APP_WHEEL = ("slm_playground", "0.1.0")
 # wasm): a first visit downloads the copy and the worker decompresses it (site/worker.js, which serves it as wasm).
 # 8.6 MB -> 2.8 MB.
 GZIP_COPIES = ("build/pyodide/pyodide.asm.wasm",)
+# Packages nothing imports until the first page is on screen (Markdown, which no widget of the first view renders,
+# and PyYAML, which Bokeh reads config files with: bokeh patch 0004): the worker requests them after the others and
+# installs them once it has sent the page, before it builds the other views or handles the first change
+# (site/worker.js). Checked in the browser: none of their modules is imported when the page is ready.
+DEFERRED_PACKAGES = ("markdown-it-py", "mdit-py-plugins", "linkify-it-py", "uc-micro-py", "mdurl", "pyyaml")
 FACTS_FILE = "build/site-facts.js"
 # The portable edition (one HTML file, site/portable.js): written when every package is vendored; the hosted page
 # saves the same file under the same name.
@@ -137,9 +141,15 @@ def build(site: Path = SITE, py_dir: Path = PY_DIR, pyodide_packages: Path | Non
 
 
 def write_gzip_copies(site: Path) -> None:
-    """<file>.gz next to each of GZIP_COPIES, the same bytes for the same input (no timestamp in the header)."""
+    """<file>.gz next to each of GZIP_COPIES, the same bytes for the same input (zips.gzip_file; zopfli takes
+    ~20 s for the wasm, so the result is cached)."""
     for rel in GZIP_COPIES:
-        (site / f"{rel}.gz").write_bytes(gzip.compress((site / rel).read_bytes(), 9, mtime=0))
+        data = (site / rel).read_bytes()
+        cache = CACHE / "site" / f"{hashlib.sha256(data).hexdigest()[:16]}-{DEFLATE}-{Path(rel).name}.gz"
+        if not cache.exists():
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            cache.write_bytes(gzip_file(data))
+        shutil.copyfile(cache, site / f"{rel}.gz")
 
 
 def write_runtime(pkg: Path, lock: dict, dest: Path) -> None:
@@ -248,6 +258,10 @@ def write_manifest(site: Path, lock: dict, facts: dict, main_js: list[str], pack
             files[rel] = {"size": p.stat().st_size, "stage": stage_of(rel)}
     for name in SHELL_FILES:
         files[name] = {"size": (site / name).stat().st_size, "stage": "runtime"}
+    lock_entries = json.loads((out / "pyodide-lock.json").read_text())["packages"]
+    deferred = [name for name in DEFERRED_PACKAGES if name in packages]
+    for name in deferred:
+        files[f"build/{lock_entries[name]['file_name']}"]["deferred"] = True  # not in the progress bar's totals
     build_hash = hashlib.sha256()
     for rel in sorted(files):
         build_hash.update(rel.encode() + b"\0" + hashlib.sha256((site / rel).read_bytes()).digest())
@@ -260,6 +274,7 @@ def write_manifest(site: Path, lock: dict, facts: dict, main_js: list[str], pack
         "main_js": main_js,
         "first_view": prerendered,  # sitebuild/first_view.py; null when the build could not render it
         "packages": packages,
+        "deferred": deferred,
         "gzip_copies": {rel: f"{rel}.gz" for rel in GZIP_COPIES},
         "remote": {n: {"url": e["url"], "stage": "packages"} for n, e in remote.items()},
         "files": files,

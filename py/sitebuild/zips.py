@@ -29,6 +29,12 @@ def deflate(data: bytes) -> bytes:
     return packer.compress(data) + packer.flush()
 
 
+def gzip_file(data: bytes) -> bytes:
+    """`data` as a gzip file (no name, no timestamp: the same bytes for the same input), deflated by deflate()."""
+    header = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff"  # deflate, no flags, no mtime, best compression, OS unknown
+    return header + deflate(data) + struct.pack("<II", zlib.crc32(data), len(data) & 0xFFFFFFFF)
+
+
 def write_zip(out: Path, entries: Iterable[tuple[str, bytes]], store: Callable[[str], bool] = lambda name: False,
               ) -> None:
     """A zip of (name, data) entries with fixed timestamps (identical input -> identical bytes), compressed by

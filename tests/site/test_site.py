@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import MAP_NODES_JS, ROOT, Visit, built, run_build, serve
-from sitebuild import patches, slim
+from sitebuild import assemble, patches, slim
 from sitebuild.common import BuildError
 from sitebuild.serve import SiteHandler
 
@@ -132,7 +132,7 @@ def test_modules_that_need_an_unshipped_package_are_dropped(tmp_path: Path) -> N
 APP_DOCUMENT = """
 import hashlib, inspect, json, os, re, sys, types
 import bokeh.core.templates, bokeh.models, panel, panel.io.resources
-imported = {name: name in sys.modules for name in ("panel.chat", "unittest.mock")}
+imported = {name: name in sys.modules for name in ("panel.chat", "unittest.mock", "yaml")}
 from bokeh.document import Document
 from playground.app import create_app
 doc = Document()
@@ -169,7 +169,18 @@ with warnings.catch_warnings():
         plot.quad(1, 2, 3, 4), plot.line([1, 2], [3, 4], color="red"), plot.asterisk([1], [2], size=3))]
 mocks = [m() for m in (unittest.mock.Mock, unittest.mock.MagicMock, unittest.mock.NonCallableMock,
                        unittest.mock.AsyncMock)]
-print(json.dumps({"signature": str(inspect.signature(bokeh.models.Plot.__init__)),
+
+import tempfile
+from bokeh.settings import settings
+from bokeh.themes import Theme
+with tempfile.TemporaryDirectory() as folder:  # YAML files Bokeh reads: a theme and a config file
+    with open(os.path.join(folder, "theme.yaml"), "w") as f:
+        f.write("attrs:\\n  Plot:\\n    width: 123\\n")
+    with open(os.path.join(folder, "bokeh.yaml"), "w") as f:
+        f.write("log_level: debug\\n")
+    settings.load_config(os.path.join(folder, "bokeh.yaml"))
+    yaml_files = {"theme": Theme(filename=os.path.join(folder, "theme.yaml"))._json, "log_level": settings.log_level()}
+print(json.dumps({"yaml_files": yaml_files, "signature": str(inspect.signature(bokeh.models.Plot.__init__)),
                   # the ids Bokeh gives a CustomJS's callbacks are Python object ids: not part of what is compared
                   "document": re.sub(r"\\b\\d{12,}\\b", "<id>", str({k: v for k, v in content.items() if k != "defs"})),
                   "defs": defs,
@@ -200,10 +211,30 @@ for cls in parameterized(param.Parameterized):
 print(json.dumps(parameters))
 """
 
+# The site's first page (what boot.py builds) with the deferred packages' modules not importable: the worker installs
+# them only once the page has that document (sitebuild/assemble.py DEFERRED_PACKAGES).
+FIRST_PAGE_WITHOUT = """
+import json, sys
+blocked = set(json.loads(sys.argv[1]))
+class Blocked:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in blocked:
+            raise ImportError(f"{name} is not installed yet")
+sys.meta_path.insert(0, Blocked())
+import panel
+from bokeh.document import Document
+from playground.app import create_app
+doc = Document()
+create_app(build_hidden_on_load=False, custom_js=False).root.server_doc(doc)
+print(json.dumps(len(doc.to_json().content["roots"][0]["attributes"]["children"])))  # the page's rows
+"""
+
+
 def test_patches_change_docs_and_template_compilation_only(tmp_path: Path) -> None:
     """sitebuild's patches applied to the installed bokeh, panel and param (the pinned versions): the signatures are
     gone, Panel's and Bokeh's Jinja environments keep compiled templates in their template folders and use
-    them in the next process, panel.chat and unittest.mock are not imported with Panel, and the app's Bokeh
+    them in the next process, panel.chat, unittest.mock and yaml are not imported with Panel (YAML files still
+    read the same), and the app's Bokeh
     document (but for the definitions of panel.chat's data models), the compiled templates, pn.chat, the
     hashing of mocks, what Bokeh's glyph methods make of positional arguments and every slot of every
     parameter of every Parameterized class (param's edit is a speed-up only) are exactly as before."""
@@ -221,17 +252,27 @@ def test_patches_change_docs_and_template_compilation_only(tmp_path: Path) -> No
                         ignore=shutil.ignore_patterns("__pycache__", "static", "sampledata", "dist", "tests"))
         patches.apply_patches(tmp_path, name, LOCK["wheels"][name]["version"])
 
-    def run(*path: Path, script: str = APP_DOCUMENT) -> dict:
+    def run(*path: Path, script: str = APP_DOCUMENT, args: tuple[str, ...] = (), check: bool = True) -> dict:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(p) for p in (*path, ROOT / "py"))}
-        out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
-                             check=True, timeout=300)
-        return json.loads(out.stdout.splitlines()[-1])
+        out = subprocess.run([sys.executable, "-c", script, *args], env=env, capture_output=True, text=True,
+                             check=check, timeout=300)
+        return json.loads(out.stdout.splitlines()[-1]) if out.returncode == 0 else out.stderr
+
+    # The first page needs none of the deferred packages with the edited Bokeh; the original imports yaml.
+    deferred = [m for name, e in {**LOCK["wheels"], **LOCK["sdists"]}.items()
+                if name in assemble.DEFERRED_PACKAGES for m in e["imports"]]
+    assert sorted(deferred) == ["linkify_it", "markdown_it", "mdit_py_plugins", "mdurl", "uc_micro", "yaml"]
+    assert run(tmp_path, script=FIRST_PAGE_WITHOUT, args=(json.dumps(deferred),)) > 2
+    assert "yaml is not installed yet" in run(script=FIRST_PAGE_WITHOUT, args=(json.dumps(deferred),), check=False)
 
     original, first, second = run(), run(tmp_path), run(tmp_path)
     assert "x_range" in original["signature"] and "x_range" not in first["signature"]
     # Not imported with Panel any more, and still there when asked for: pn.chat; mocks hash by id as before.
-    assert original["imported"] == {"panel.chat": True, "unittest.mock": True}
-    assert first["imported"] == {"panel.chat": False, "unittest.mock": False}
+    assert original["imported"] == {"panel.chat": True, "unittest.mock": True, "yaml": True}
+    assert first["imported"] == {"panel.chat": False, "unittest.mock": False, "yaml": False}
+    # PyYAML is imported where a YAML file is read, and such files read the same.
+    assert first["yaml_files"] == original["yaml_files"] == {"theme": {"attrs": {"Plot": {"width": 123}}},
+                                                              "log_level": "debug"}
     assert first["chat"] == original["chat"] == "ChatInterface"
     assert first["mock_hashes_by_id"] == original["mock_hashes_by_id"] == [True] * 4
     assert first["document"] == second["document"] == original["document"]
@@ -380,8 +421,11 @@ def test_cdn_build_offline_boots_installs_and_names_numpy(browser: object, cdn_s
         assert visit.external, "NumPy should have been requested from the CDN (and blocked)"
         lock = served_lock(cdn_site)
         vendored = {n for n, p in lock["packages"].items() if not p["file_name"].startswith("https://")}
-        # All but the app's own wheel, which is installed in the next stage ("App code"), after this one.
-        assert vendored - {"slm-playground"} <= set(visit.info()["loadedPackages"]), visit.info()
+        # All but the app's own wheel, which is installed in the next stage ("App code"), after this one, and the
+        # deferred packages, installed once the page has the document.
+        deferred = set(json.loads((cdn_site / "build" / "manifest.json").read_text())["deferred"])
+        assert deferred and not deferred & set(visit.info()["loadedPackages"]), visit.info()
+        assert vendored - {"slm-playground"} - deferred <= set(visit.info()["loadedPackages"]), visit.info()
         # Runtime booted from the site itself (the gzip copy of its wasm, on a first visit).
         assert any(u.endswith("build/pyodide/pyodide.asm.wasm.gz") for u in visit.requests)
         # Retry really retries (and fails the same way, still offline).
@@ -591,6 +635,50 @@ def test_first_view_shows_the_default_page_before_python(browser: object, fake_v
         assert shown["value"] == [float(v) for v in expected["value"]]  # bit for bit: numpy 2.2.5 on both sides
         page.wait_for_selector("body[data-error='1']", state="attached", timeout=180_000)
         assert "No module named 'numpy'" in page.text_content("#error-detail")
+
+
+class SlowScriptHandler(SiteHandler):
+    """A host that takes a second and a half to answer for Panel's JS (one of the first view's files)."""
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        if self.path.split("?")[0].endswith("/panel.min.js"):
+            time.sleep(1.5)
+        super().do_GET()
+
+
+RESOURCES_JS = ("() => [performance.timeOrigin, "
+                "performance.getEntriesByType('resource').map((e) => [e.name, e.startTime, e.responseEnd])]")
+
+
+def test_the_runtime_is_requested_once_the_first_views_bytes_are_in(browser: object,
+                                                                    fake_vendored_site: tuple[Path, str]) -> None:
+    """With a first view, the worker starts at once (its script, Pyodide's module and the lock load meanwhile) but
+    requests the runtime (Pyodide's script, the stdlib, the wasm) only once BokehJS, Panel's JS and the first view's
+    document are in: here Panel's JS comes 1.5 s late, and the runtime after it."""
+    site, _ = fake_vendored_site
+    manifest = json.loads((site / "build" / "manifest.json").read_text())
+    handler = functools.partial(SlowScriptHandler, directory=str(site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/"
+        with Visit(browser, url, service_workers="block") as visit:
+            visit.open()
+            page_origin, page_entries = visit.page.evaluate(RESOURCES_JS)
+            worker_origin, worker_entries = visit.page.workers[0].evaluate(RESOURCES_JS)
+    finally:
+        server.shutdown()
+        server.server_close()
+    ended = {name: page_origin + end for name, _, end in page_entries}
+    started = {name: worker_origin + start for name, start, _ in worker_entries}
+    first_view = [url + path for path in (*manifest["main_js"], manifest["first_view"]["path"])]
+    runtime = [f"{url}build/pyodide/{name}" for name in ("pyodide.asm.js", "python_stdlib.zip", f"{Path(WASM).name}.gz")]
+    assert set(first_view) <= ended.keys() and set(runtime) <= started.keys(), (ended, started)
+    last_byte = max(ended[u] for u in first_view)
+    assert ended[url + "build/vendor/1.9.4/dist/panel.min.js"] == last_byte
+    assert min(started[u] for u in runtime) >= last_byte - 1, (last_byte, {u: started[u] for u in runtime})
+    # The worker was there before that: its module and the lock had been requested 1.5 s before.
+    assert started[url + "build/pyodide-lock.json"] < last_byte - 1000
 
 
 @pytest.mark.parametrize("query", ["?prompt=the+dogs", "?view=attention", "?embed=1"])
