@@ -672,7 +672,8 @@ def test_the_runtime_is_requested_once_the_first_views_bytes_are_in(browser: obj
     ended = {name: page_origin + end for name, _, end in page_entries}
     started = {name: worker_origin + start for name, start, _ in worker_entries}
     first_view = [url + path for path in (*manifest["main_js"], manifest["first_view"]["path"])]
-    runtime = [f"{url}build/pyodide/{name}" for name in ("pyodide.asm.js", "python_stdlib.zip", f"{Path(WASM).name}.gz")]
+    runtime = [f"{url}build/pyodide/{name}"
+               for name in ("pyodide.asm.js", "python_stdlib.zip", f"{Path(WASM).name}.gz")]
     assert set(first_view) <= ended.keys() and set(runtime) <= started.keys(), (ended, started)
     last_byte = max(ended[u] for u in first_view)
     assert ended[url + "build/vendor/1.9.4/dist/panel.min.js"] == last_byte
