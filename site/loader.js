@@ -319,11 +319,11 @@ async function startWorker(manifest, mainJs, hold) {
   const totals = Object.fromEntries(STAGES.map((s) => [s, 0]));
   // What this page and the worker download: Pyodide, wheels, BokehJS/Panel JS (Panel's CSS files, fetched by
   // BokehJS as the views need them, are not counted). A gzip copy counts as its file (the worker reports the
-  // difference when it downloads the copy). Not the deferred wheels (manifest.deferred): 'ready' does not wait for them.
+  // difference when it downloads the copy).
   const copies = Object.values(manifest.gzip_copies);
   for (const [path, f] of Object.entries(manifest.files)) {
     const vendor = path.startsWith("build/vendor/");
-    const loaded = !manifest.site.not_loaded.includes(path) && !copies.includes(path) && !f.deferred;
+    const loaded = !manifest.site.not_loaded.includes(path) && !copies.includes(path);
     if (path.startsWith("build/") && loaded && (!vendor || manifest.main_js.includes(path))) {
       totals[f.stage] += f.size;
     }
@@ -408,7 +408,6 @@ async function startWorker(manifest, mainJs, hold) {
         else saveSnapshot(manifest, kept);
       }
     } else if (msg.type === "views-built") {
-      info.loadedPackages = msg.loaded;
       body.dataset.views = "built";
     } else if (msg.type === "idle") {
       if (worker.queue.length) {
@@ -609,9 +608,9 @@ async function main() {
       firstBytes = Promise.race([arrived(files), Promise.allSettled([preload(manifest.main_js), firstView])]);
     }
     worker = await (early || spawnWorker());
-    // Chromium runs a new worker's script only when this thread is free: BokehJS, which keeps it busy for about
-    // half a second, runs once the worker has begun (its first message).
-    // 'go' is sent before BokehJS runs, which would hold it up for that long.
+    // BokehJS keeps this thread busy for about half a second: it runs once the worker has begun (its first message;
+    // Chromium runs a new worker's script only when this thread is free) and once 'go' is sent, which it would
+    // otherwise hold up for that long.
     const running = new Promise((resolve) => worker.addEventListener("message", resolve, { once: true }));
     const released = firstBytes?.then(() => worker.postMessage({ type: "go" }));
     const mainJs = Promise.all([running, released]).then(() => loadMainJs(manifest));

@@ -30,8 +30,9 @@ import panel.io.pyodide  # noqa: E402, F401 - what boot.py uses; imported here s
 panel.config.apply_signatures = False
 
 timings["import_panel"] = time.perf_counter() - _t
-# worker.js installs the app's own wheel while Panel is imported (Panel does not need it): a JS promise, settled
-# once the wheel is in. runPythonAsync runs this file, where a top-level await is allowed.
+# worker.js installs the app's own wheel and the packages only the app's code may need (Markdown, PyYAML) while Panel
+# is imported, which does not need them: a JS promise, settled once they are in. runPythonAsync runs this file, where
+# a top-level await is allowed.
 await app_installed  # noqa: F704, F821 - set by worker.js
 _t = time.perf_counter()
 importlib.import_module(app_module)  # noqa: F821 - set by worker.js

@@ -54,8 +54,6 @@ function stageOf(url) {
   return "runtime";
 }
 
-const deferredFile = (url) => Boolean(url.startsWith(root) && manifest.files[url.slice(root.length)]?.deferred);
-
 function knownSize(url) {
   const rel = url.startsWith(root) ? url.slice(root.length).split("?")[0] : null;
   return rel && manifest.files[rel] ? manifest.files[rel].size : null;
@@ -114,7 +112,6 @@ async function download(url, input, init) {
   const stage = stageOf(url);
   const size = knownSize(url) ?? Number(resp.headers.get("content-length") || 0);
   if (knownSize(url) === null) extraTotal[stage] += size;
-  if (init?.integrity && deferredFile(url)) return resp; // after the progress bar (loader.js leaves it out)
   if (init?.integrity) {
     // A package file (loadPackage checks each one's sha256): the promise resolves once the whole file is in, so
     // it is counted now, and the service worker keeps it after 'ready'. Copying its stream on this thread, to
@@ -179,8 +176,9 @@ function decompressed(resp) {
 // -------------------------------------------------------------------------------- packages, early
 // loadPackage asks for the wheels once the runtime has started, and on a slow link the link is idle until then
 // (the runtime's last ~0.8 s, all CPU). So the wheels are requested as soon as the runtime's own downloads are in,
-// with the URLs and integrity loadPackage will use: fetch above hands it these responses. The app's own wheel
-// (stage "app") comes after the others: it is installed while prelude.py imports Panel, which does not need it.
+// with the URLs and integrity loadPackage will use: fetch above hands it these responses. The "app" stage's wheels
+// (the app's own, and the packages only the app's code may need: sitebuild/assemble.py APP_STAGE_PACKAGES) come
+// after the others: they are installed while prelude.py imports Panel, which does not need them.
 const early = new Map(); // absolute URL -> Promise<Response>
 const RUNTIME_DOWNLOADS = ["build/pyodide/pyodide.asm.wasm", "build/pyodide/python_stdlib.zip"];
 const runtimeDownloads = new Map(); // absolute URL -> its resolve(the promise of its last byte)
@@ -195,14 +193,12 @@ const integrity = (hex) => `sha256-${btoa(String.fromCharCode(...hex.match(/../g
 
 const packageUrl = (entry) => new URL(entry.file_name, `${root}build/`).href;
 
-// The manifest's packages in loading order: {packages, app} (the app's own wheel, from the lock's file names),
-// then `deferred` (manifest.deferred: none of them is imported until the page is on screen).
+// The manifest's packages by loading stage, {packages, app}, from the stages of the lock's files.
 function packagesByStage(lockPackages) {
-  const by = { packages: [], app: [], deferred: [] };
+  const by = { packages: [], app: [] };
   for (const name of manifest.packages) {
     const entry = lockPackages[name];
-    if (manifest.deferred.includes(name)) by.deferred.push(name);
-    else (entry && stageOf(packageUrl(entry)) === "app" ? by.app : by.packages).push(name);
+    (entry && stageOf(packageUrl(entry)) === "app" ? by.app : by.packages).push(name);
   }
   return by;
 }
@@ -220,8 +216,7 @@ async function fetchPackagesEarly(lock, runtimeIn) {
   };
   const by = packagesByStage(packages);
   const first = Promise.allSettled(by.packages.map((name) => request(name, runtimeIn)));
-  const app = Promise.allSettled(by.app.map((name) => request(name, first)));
-  by.deferred.forEach((name) => request(name, app));
+  by.app.forEach((name) => request(name, first));
 }
 
 const fetchLock = () => fetchText("build/pyodide-lock.json", manifest.site.stages.runtime).then(JSON.parse);
@@ -357,8 +352,8 @@ function fetchPython(...names) {
 }
 
 // prelude.py (`source`: its text, being fetched): import Panel and the app's module (what a memory snapshot
-// holds). It imports the app once `appInstalled` (the app's wheel, installed meanwhile) has settled; if the wheel
-// failed, that failure is the one reported.
+// holds). It imports the app once `appInstalled` (the "app" stage's wheels, installed meanwhile) has settled; if
+// one failed, that failure is the one reported.
 async function runPrelude(namespace, source, appInstalled) {
   const prelude = await source;
   namespace.set("app_installed", appInstalled.then(() => null, () => null));
@@ -401,7 +396,6 @@ function useManifest(m) {
 // With a first view, the page starts this worker while the first view's bytes are still coming in, and sends 'go'
 // once they are in: the small files (the lock, prelude.py, boot.py, Pyodide's module) load meanwhile, the runtime's
 // megabytes after them.
-let deferredInstalled = Promise.resolve(); // manifest.deferred, installed once the page has the document (start)
 let go = null;
 let goReceived = false;
 const gate = (held) => (held && !goReceived ? new Promise((resolve) => (go = resolve)) : null);
@@ -431,8 +425,8 @@ async function start(msg) {
   if (!restored) await startPyodide(loadPyodide, lock, {});
   timings.runtime = performance.now() - t0;
 
-  // One loadPackage call for every package but the app's own wheel: downloads run in parallel, and each package is
-  // installed as soon as it arrives even if another one fails. The app's wheel is installed while Panel is imported.
+  // One loadPackage call for every package but the "app" stage's: downloads run in parallel, and each package is
+  // installed as soon as it arrives even if another one fails. The app stage's are installed while Panel is imported.
   const by = packagesByStage((await lock).packages);
   stage("packages");
   if (!restored) await loadPackages(by.packages, manifest.site.stages.packages);
@@ -461,10 +455,6 @@ async function start(msg) {
   timings.app = performance.now() - t0;
   timings.imports = py.get("timings").toJs({ dict_converter: Object.fromEntries });
   post({ type: "render", docs_json, render_items, root_ids, timings, snapshot: restored ? "restored" : "none" });
-  // While the page draws the document: the packages nothing has needed so far (their downloads began after the
-  // app's wheel). The other views and the first change wait for them.
-  if (!restored && by.deferred.length) deferredInstalled = loadPackages(by.deferred, manifest.site.stages.packages);
-  deferredInstalled.catch(() => {}); // reported by the message that awaits it
 }
 
 // The snapshot worker: the app worker's start-up up to prelude.py, then the snapshot (snapshot.js).
@@ -513,17 +503,13 @@ self.onmessage = async (event) => {
     } else if (msg.type === "rendered") {
       py.get("link_docs")(sendPatch);
       post({ type: "ready", heapBytes: heapBytes(), loaded: Object.keys(pyodide.loadedPackages), fetched: fetched() });
-      await deferredInstalled;
       const playground = py.get("playground");
       const building = playground.start_building_hidden();
       playground.destroy();
       // The page marks when every view is on it (body[data-views="built"]): tests and benchmarks wait for it.
-      building
-        .then(() => post({ type: "views-built", loaded: Object.keys(pyodide.loadedPackages) }))
-        .finally(() => building.destroy());
+      building.then(() => post({ type: "views-built" })).finally(() => building.destroy());
     } else if (msg.type === "patch") {
       try {
-        await deferredInstalled;
         await py.get("apply_patch")(msg.patch);
       } finally {
         post({ type: "idle" });

@@ -59,13 +59,12 @@ PANEL_DIST = re.compile(r"^panel/dist/(panel\.min\.js|css/.*|assets/.*\.svg|bund
 APP_WHEEL = ("slm_playground", "0.1.0")
 # Files the site also ships gzip-compressed, for static hosts that send them as they are (many do not compress
 # wasm): a first visit downloads the copy and the worker decompresses it (site/worker.js, which serves it as wasm).
-# 8.6 MB -> 2.8 MB.
+# 8.6 MB -> 2.7 MB.
 GZIP_COPIES = ("build/pyodide/pyodide.asm.wasm",)
-# Packages nothing imports until the first page is on screen (Markdown, which no widget of the first view renders,
-# and PyYAML, which Bokeh reads config files with: bokeh patch 0004): the worker requests them after the others and
-# installs them once it has sent the page, before it builds the other views or handles the first change
-# (site/worker.js). Checked in the browser: none of their modules is imported when the page is ready.
-DEFERRED_PACKAGES = ("markdown-it-py", "mdit-py-plugins", "linkify-it-py", "uc-micro-py", "mdurl", "pyyaml")
+# Packages `import panel` does not need, which the app's code may (Markdown renders the widgets' tooltips; Bokeh reads
+# YAML config files and themes with PyYAML, bokeh patch 0004): they load with the app's wheel in the "app" stage,
+# requested after the other wheels and installed while prelude.py imports Panel (site/worker.js).
+APP_STAGE_PACKAGES = ("markdown-it-py", "mdit-py-plugins", "linkify-it-py", "uc-micro-py", "mdurl", "pyyaml")
 FACTS_FILE = "build/site-facts.js"
 # The portable edition (one HTML file, site/portable.js): written when every package is vendored; the hosted page
 # saves the same file under the same name.
@@ -242,26 +241,25 @@ def write_pyodide_lock(official: dict, entries: dict[str, dict], remote: dict[st
     return sorted(pkgs)
 
 
-def stage_of(rel: str) -> str:
-    """The loading stage a file of the site belongs to (the progress bar's rows)."""
-    return "app" if APP_WHEEL[0] in rel else "packages" if "/wheels/" in rel else "runtime"
+def stage_of(rel: str, app_stage: set[str]) -> str:
+    """The loading stage a file of the site belongs to (the progress bar's rows); `app_stage`: the wheels of
+    APP_STAGE_PACKAGES."""
+    return "app" if APP_WHEEL[0] in rel or rel in app_stage else "packages" if "/wheels/" in rel else "runtime"
 
 
 def write_manifest(site: Path, lock: dict, facts: dict, main_js: list[str], packages: list[str],
                    remote: dict[str, dict], prerendered: dict | None = None) -> dict:
     """What the loader fetches, each file's size and stage (progress bar, service worker), the build id."""
     out = site / "build"
+    lock_entries = json.loads((out / "pyodide-lock.json").read_text())["packages"]
+    app_stage = {f"build/{lock_entries[n]['file_name']}" for n in APP_STAGE_PACKAGES if n in lock_entries}
     files: dict[str, dict] = {}
     for p in sorted(out.rglob("*")):
         if p.is_file():
             rel = p.relative_to(site).as_posix()
-            files[rel] = {"size": p.stat().st_size, "stage": stage_of(rel)}
+            files[rel] = {"size": p.stat().st_size, "stage": stage_of(rel, app_stage)}
     for name in SHELL_FILES:
         files[name] = {"size": (site / name).stat().st_size, "stage": "runtime"}
-    lock_entries = json.loads((out / "pyodide-lock.json").read_text())["packages"]
-    deferred = [name for name in DEFERRED_PACKAGES if name in packages]
-    for name in deferred:
-        files[f"build/{lock_entries[name]['file_name']}"]["deferred"] = True  # not in the progress bar's totals
     build_hash = hashlib.sha256()
     for rel in sorted(files):
         build_hash.update(rel.encode() + b"\0" + hashlib.sha256((site / rel).read_bytes()).digest())
@@ -274,7 +272,6 @@ def write_manifest(site: Path, lock: dict, facts: dict, main_js: list[str], pack
         "main_js": main_js,
         "first_view": prerendered,  # sitebuild/first_view.py; null when the build could not render it
         "packages": packages,
-        "deferred": deferred,
         "gzip_copies": {rel: f"{rel}.gz" for rel in GZIP_COPIES},
         "remote": {n: {"url": e["url"], "stage": "packages"} for n, e in remote.items()},
         "files": files,

@@ -211,9 +211,9 @@ for cls in parameterized(param.Parameterized):
 print(json.dumps(parameters))
 """
 
-# The site's first page (what boot.py builds) with the deferred packages' modules not importable: the worker installs
-# them only once the page has that document (sitebuild/assemble.py DEFERRED_PACKAGES).
-FIRST_PAGE_WITHOUT = """
+# What prelude.py imports before it waits for the "app" stage's packages (sitebuild/assemble.py APP_STAGE_PACKAGES),
+# with their modules not importable; then the site's first page (what boot.py builds) once they are.
+PANEL_WITHOUT = """
 import json, sys
 blocked = set(json.loads(sys.argv[1]))
 class Blocked:
@@ -222,6 +222,7 @@ class Blocked:
             raise ImportError(f"{name} is not installed yet")
 sys.meta_path.insert(0, Blocked())
 import panel
+sys.meta_path.remove(sys.meta_path[0])
 from bokeh.document import Document
 from playground.app import create_app
 doc = Document()
@@ -258,12 +259,12 @@ def test_patches_change_docs_and_template_compilation_only(tmp_path: Path) -> No
                              check=check, timeout=300)
         return json.loads(out.stdout.splitlines()[-1]) if out.returncode == 0 else out.stderr
 
-    # The first page needs none of the deferred packages with the edited Bokeh; the original imports yaml.
-    deferred = [m for name, e in {**LOCK["wheels"], **LOCK["sdists"]}.items()
-                if name in assemble.DEFERRED_PACKAGES for m in e["imports"]]
-    assert sorted(deferred) == ["linkify_it", "markdown_it", "mdit_py_plugins", "mdurl", "uc_micro", "yaml"]
-    assert run(tmp_path, script=FIRST_PAGE_WITHOUT, args=(json.dumps(deferred),)) > 2
-    assert "yaml is not installed yet" in run(script=FIRST_PAGE_WITHOUT, args=(json.dumps(deferred),), check=False)
+    # `import panel` needs none of the app stage's packages with the edited Bokeh; the original imports yaml.
+    later = [m for name, e in {**LOCK["wheels"], **LOCK["sdists"]}.items()
+             if name in assemble.APP_STAGE_PACKAGES for m in e["imports"]]
+    assert sorted(later) == ["linkify_it", "markdown_it", "mdit_py_plugins", "mdurl", "uc_micro", "yaml"]
+    assert run(tmp_path, script=PANEL_WITHOUT, args=(json.dumps(later),)) > 2
+    assert "yaml is not installed yet" in run(script=PANEL_WITHOUT, args=(json.dumps(later),), check=False)
 
     original, first, second = run(), run(tmp_path), run(tmp_path)
     assert "x_range" in original["signature"] and "x_range" not in first["signature"]
@@ -421,11 +422,11 @@ def test_cdn_build_offline_boots_installs_and_names_numpy(browser: object, cdn_s
         assert visit.external, "NumPy should have been requested from the CDN (and blocked)"
         lock = served_lock(cdn_site)
         vendored = {n for n, p in lock["packages"].items() if not p["file_name"].startswith("https://")}
-        # All but the app's own wheel, which is installed in the next stage ("App code"), after this one, and the
-        # deferred packages, installed once the page has the document.
-        deferred = set(json.loads((cdn_site / "build" / "manifest.json").read_text())["deferred"])
-        assert deferred and not deferred & set(visit.info()["loadedPackages"]), visit.info()
-        assert vendored - {"slm-playground"} - deferred <= set(visit.info()["loadedPackages"]), visit.info()
+        # All but the app's own wheel and the packages only its code may need, which are installed in the next
+        # stage ("App code"), after this one.
+        app_stage = {"slm-playground", *assemble.APP_STAGE_PACKAGES}
+        assert not app_stage & set(visit.info()["loadedPackages"]), visit.info()
+        assert vendored - app_stage <= set(visit.info()["loadedPackages"]), visit.info()
         # Runtime booted from the site itself (the gzip copy of its wasm, on a first visit).
         assert any(u.endswith("build/pyodide/pyodide.asm.wasm.gz") for u in visit.requests)
         # Retry really retries (and fails the same way, still offline).
