@@ -37,9 +37,10 @@ class SiteHandler(http.server.SimpleHTTPRequestHandler):
 
 
 @contextlib.contextmanager
-def serving(site: Path = SITE, port: int = 0) -> Iterator[str]:
-    """Serve ``site`` on 127.0.0.1 in a thread; yields the base URL."""
-    handler = functools.partial(SiteHandler, directory=str(site))
+def serving(site: Path = SITE, port: int = 0, handler_class: type[SiteHandler] | None = None) -> Iterator[str]:
+    """Serve ``site`` on 127.0.0.1 in a thread (with ``handler_class``, a SiteHandler of a test's own); yields the
+    base URL."""
+    handler = functools.partial(handler_class or SiteHandler, directory=str(site))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

@@ -6,14 +6,11 @@ CDN is unreachable; a --pyodide-packages build must never request anything but 1
 
 from __future__ import annotations
 
-import functools
 import gzip
 import hashlib
-import http.server
 import json
 import os
 import re
-import threading
 import time
 import zipfile
 from pathlib import Path
@@ -23,7 +20,7 @@ import pytest
 from conftest import MAP_NODES_JS, ROOT, Visit, built, run_build, serve
 from sitebuild import assemble, patches, slim
 from sitebuild.common import BuildError
-from sitebuild.serve import SiteHandler
+from sitebuild.serve import SiteHandler, serving
 
 LOCK = json.loads((ROOT / "build.lock").read_text())
 
@@ -563,18 +560,10 @@ class EncodedCopyHandler(SiteHandler):
 def test_a_copy_sent_content_encoded_is_not_decompressed_twice(browser: object,
                                                                fake_vendored_site: tuple[Path, str]) -> None:
     site, _ = fake_vendored_site
-    handler = functools.partial(EncodedCopyHandler, directory=str(site))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/"
-        with Visit(browser, url, service_workers="block") as visit:
-            visit.open()
-            assert any(u.endswith(f"{WASM}.gz") for u in visit.requests)
-            assert "No module named 'numpy'" in visit.page.text_content("#error-detail"), visit.console
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(site, handler_class=EncodedCopyHandler) as url, Visit(browser, url, service_workers="block") as visit:
+        visit.open()
+        assert any(u.endswith(f"{WASM}.gz") for u in visit.requests)
+        assert "No module named 'numpy'" in visit.page.text_content("#error-detail"), visit.console
 
 
 @pytest.mark.parametrize("page", ["embed.html"])
@@ -658,18 +647,10 @@ def test_the_runtime_is_requested_once_the_first_views_bytes_are_in(browser: obj
     document are in: here Panel's JS comes 1.5 s late, and the runtime after it."""
     site, _ = fake_vendored_site
     manifest = json.loads((site / "build" / "manifest.json").read_text())
-    handler = functools.partial(SlowScriptHandler, directory=str(site))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/"
-        with Visit(browser, url, service_workers="block") as visit:
-            visit.open()
-            page_origin, page_entries = visit.page.evaluate(RESOURCES_JS)
-            worker_origin, worker_entries = visit.page.workers[0].evaluate(RESOURCES_JS)
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(site, handler_class=SlowScriptHandler) as url, Visit(browser, url, service_workers="block") as visit:
+        visit.open()
+        page_origin, page_entries = visit.page.evaluate(RESOURCES_JS)
+        worker_origin, worker_entries = visit.page.workers[0].evaluate(RESOURCES_JS)
     ended = {name: page_origin + end for name, _, end in page_entries}
     started = {name: worker_origin + start for name, start, _ in worker_entries}
     first_view = [url + path for path in (*manifest["main_js"], manifest["first_view"]["path"])]
