@@ -396,13 +396,11 @@ function useManifest(m) {
 // With a first view, the page starts this worker while the first view's bytes are still coming in, and sends 'go'
 // once they are in: the small files (the lock, prelude.py, boot.py, Pyodide's module) load meanwhile, the runtime's
 // megabytes after them.
-let go = null;
-let goReceived = false;
-const gate = (held) => (held && !goReceived ? new Promise((resolve) => (go = resolve)) : null);
+let go;
+const released = new Promise((resolve) => (go = resolve));
 
 async function start(msg) {
   if (fromBlob) importFromBlobWorker(msg);
-  const held = gate(msg.hold);
   const cacheName = useManifest(msg.manifest);
   const t0 = performance.now();
   const timings = {};
@@ -420,7 +418,7 @@ async function start(msg) {
   if (!embedded) Promise.resolve(reading).then((saved) => saved || fetchPackagesEarly(lock, runtimeIn)).catch(() => {});
   const { loadPyodide } = await importPyodide();
   bytes.runtime += manifest.files["build/pyodide/pyodide.mjs"].size;
-  await held;
+  if (msg.hold) await released;
   const restored = reading !== null && (await restoreSnapshot(snapshot, loadPyodide, lock, reading, cacheName));
   if (!restored) await startPyodide(loadPyodide, lock, {});
   timings.runtime = performance.now() - t0;
@@ -496,8 +494,7 @@ self.onmessage = async (event) => {
     if (msg.type === "start") {
       await start(msg);
     } else if (msg.type === "go") {
-      goReceived = true;
-      go?.();
+      go();
     } else if (msg.type === "snapshot") {
       await makeSnapshot(msg);
     } else if (msg.type === "rendered") {

@@ -242,9 +242,9 @@ def write_pyodide_lock(official: dict, entries: dict[str, dict], remote: dict[st
 
 
 def stage_of(rel: str, app_stage: set[str]) -> str:
-    """The loading stage a file of the site belongs to (the progress bar's rows); `app_stage`: the wheels of
-    APP_STAGE_PACKAGES."""
-    return "app" if APP_WHEEL[0] in rel or rel in app_stage else "packages" if "/wheels/" in rel else "runtime"
+    """The loading stage a file of the site belongs to (the progress bar's rows); `app_stage`: the wheels of the
+    app and of APP_STAGE_PACKAGES."""
+    return "app" if rel in app_stage else "packages" if "/wheels/" in rel else "runtime"
 
 
 def write_manifest(site: Path, lock: dict, facts: dict, main_js: list[str], packages: list[str],
@@ -252,7 +252,8 @@ def write_manifest(site: Path, lock: dict, facts: dict, main_js: list[str], pack
     """What the loader fetches, each file's size and stage (progress bar, service worker), the build id."""
     out = site / "build"
     lock_entries = json.loads((out / "pyodide-lock.json").read_text())["packages"]
-    app_stage = {f"build/{lock_entries[n]['file_name']}" for n in APP_STAGE_PACKAGES if n in lock_entries}
+    app_stage = {f"build/{lock_entries[n]['file_name']}"
+                 for n in (canonical(APP_WHEEL[0]), *APP_STAGE_PACKAGES) if n in lock_entries}
     files: dict[str, dict] = {}
     for p in sorted(out.rglob("*")):
         if p.is_file():
