@@ -42,6 +42,8 @@ class GenerateView(View):
         self.use_help = caption("<b>Analyse prompt + continuation</b> makes the prompt and the generated tokens the "
                                 "new prompt, so the token strip, attention, residual and next-token views describe "
                                 "the whole text.")
+        # Beside the button where there is room, under it on a phone (else it shrinks to a column a word wide).
+        self.use_help.styles = {"flex": "1 1 280px"}
         # Always up to date, shown or not (unlike the other views): Generate and Enter work from every view, and
         # the stream is one small HTML pane.
         pn.bind(self.update, state.param.generated, state.param.generating, state.param.prompt, watch=True)
