@@ -1,8 +1,9 @@
 """Worker-side imports, run by worker.js before boot.py: Panel and the app's module, nothing built yet.
 
 The snapshot worker runs only this file before it takes its memory snapshot (snapshot.js), so an interpreter
-restored from that snapshot has done all of it already. worker.js sets ``app_module``, ``panel_cdn_root`` and
-``app_installed``; ``timings`` (seconds) goes to the page with the render message.
+restored from that snapshot has done all of it already. worker.js sets ``app_module``, ``panel_cdn_root``,
+``import_groups``, ``packages_installed`` and ``app_installed``; ``timings`` (seconds) goes to the page with the
+render message.
 """
 
 import gc
@@ -23,16 +24,26 @@ gc.disable()
 # points at the copies of Panel's CSS vendored next to the page, not at cdn.holoviz.org.
 os.environ["PANEL_CDN_ROOT"] = panel_cdn_root  # noqa: F821 - set by worker.js
 
-import panel  # noqa: E402 - imported first and on its own to time it
+# worker.js installs the packages a group at a time, in the order imported here (sitebuild/assemble.py
+# IMPORT_GROUPS): each group's module is imported while the next group downloads. `import_groups`: (module, a JS
+# promise settled once its group is in); `packages_installed`: settled once every group is. runPythonAsync runs this
+# file, where a top-level await is allowed.
+_waiting = 0.0  # for the packages, not importing: not part of import_panel
+for _module, _installed in [*import_groups, (None, packages_installed)]:  # noqa: F821 - set by worker.js
+    _w = time.perf_counter()
+    await _installed  # noqa: F704
+    _waiting += time.perf_counter() - _w
+    if _module:
+        importlib.import_module(_module)
+import panel  # noqa: E402
 import panel.io.pyodide  # noqa: E402, F401 - what boot.py uses; imported here so that the snapshot holds it
 
 # pn.extension() would give every Panel class an `__init__` signature for IDE completion (0.02 s): not used here.
 panel.config.apply_signatures = False
 
-timings["import_panel"] = time.perf_counter() - _t
+timings["import_panel"] = time.perf_counter() - _t - _waiting
 # worker.js installs the app's own wheel and the packages only the app's code may need (Markdown, PyYAML) while Panel
-# is imported, which does not need them: a JS promise, settled once they are in. runPythonAsync runs this file, where
-# a top-level await is allowed.
+# is imported, which does not need them: a JS promise, settled once they are in.
 await app_installed  # noqa: F704, F821 - set by worker.js
 _t = time.perf_counter()
 importlib.import_module(app_module)  # noqa: F821 - set by worker.js

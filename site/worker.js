@@ -176,9 +176,11 @@ function decompressed(resp) {
 // -------------------------------------------------------------------------------- packages, early
 // loadPackage asks for the wheels once the runtime has started, and on a slow link the link is idle until then
 // (the runtime's last ~0.8 s, all CPU). So the wheels are requested as soon as the runtime's own downloads are in,
-// with the URLs and integrity loadPackage will use: fetch above hands it these responses. The "app" stage's wheels
-// (the app's own, and the packages only the app's code may need: sitebuild/assemble.py APP_STAGE_PACKAGES) come
-// after the others: they are installed while prelude.py imports Panel, which does not need them.
+// with the URLs and integrity loadPackage will use: fetch above hands it these responses. They come in the order
+// the app stage imports them (manifest.import_groups, sitebuild/assemble.py IMPORT_GROUPS), each group once the one
+// before it is in: a group is installed and its module imported while the next one downloads. The "app" stage's
+// wheels (the app's own, and the packages only the app's code may need: APP_STAGE_PACKAGES) come last: they are
+// installed while prelude.py imports Panel, which does not need them.
 const early = new Map(); // absolute URL -> Promise<Response>
 const RUNTIME_DOWNLOADS = ["build/pyodide/pyodide.asm.wasm", "build/pyodide/python_stdlib.zip"];
 const runtimeDownloads = new Map(); // absolute URL -> its resolve(the promise of its last byte)
@@ -193,14 +195,18 @@ const integrity = (hex) => `sha256-${btoa(String.fromCharCode(...hex.match(/../g
 
 const packageUrl = (entry) => new URL(entry.file_name, `${root}build/`).href;
 
-// The manifest's packages by loading stage, {packages, app}, from the stages of the lock's files.
-function packagesByStage(lockPackages) {
-  const by = { packages: [], app: [] };
+// The manifest's packages in loading order: {groups: [the import groups' packages..., the packages stage's
+// others], app: the "app" stage's}.
+function packagesInOrder(lockPackages) {
+  const grouped = manifest.import_groups.map((g) => g.packages);
+  const app = [];
+  const rest = [];
   for (const name of manifest.packages) {
     const entry = lockPackages[name];
-    (entry && stageOf(packageUrl(entry)) === "app" ? by.app : by.packages).push(name);
+    if (entry && stageOf(packageUrl(entry)) === "app") app.push(name);
+    else if (!grouped.some((g) => g.includes(name))) rest.push(name);
   }
-  return by;
+  return { groups: [...grouped, rest], app };
 }
 
 async function fetchPackagesEarly(lock, runtimeIn) {
@@ -214,9 +220,9 @@ async function fetchPackagesEarly(lock, runtimeIn) {
     early.set(url, resp);
     return resp;
   };
-  const by = packagesByStage(packages);
-  const first = Promise.allSettled(by.packages.map((name) => request(name, runtimeIn)));
-  by.app.forEach((name) => request(name, first));
+  const { groups, app } = packagesInOrder(packages);
+  let after = runtimeIn;
+  for (const group of [...groups, app]) after = Promise.allSettled(group.map((name) => request(name, after)));
 }
 
 const fetchLock = () => fetchText("build/pyodide-lock.json", manifest.site.stages.runtime).then(JSON.parse);
@@ -351,19 +357,42 @@ function fetchPython(...names) {
   });
 }
 
+// The packages' groups installed one after the other (loadPackage takes one call at a time anyway), each whatever
+// became of the one before: a promise for each group, settled once it is in.
+function installInOrder(groups, label) {
+  let after = Promise.resolve();
+  return groups.map((names) => {
+    const install = after.then(() => loadPackages(names, label));
+    after = install.catch(() => {});
+    return install;
+  });
+}
+
 // prelude.py (`source`: its text, being fetched): import Panel and the app's module (what a memory snapshot
-// holds). It imports the app once `appInstalled` (the "app" stage's wheels, installed meanwhile) has settled; if
-// one failed, that failure is the one reported.
-async function runPrelude(namespace, source, appInstalled) {
+// holds). `installs` are the packages' groups being installed (none: they are), `appInstalled` the "app" stage's
+// wheels: prelude.py imports each group's module (manifest.import_groups) once the group has settled, Panel once all
+// have, the app once `appInstalled` has. If an install failed, that failure is the one reported.
+async function runPrelude(namespace, source, installs, appInstalled) {
   const prelude = await source;
-  namespace.set("app_installed", appInstalled.then(() => null, () => null));
+  const settled = (p) => p.then(() => null, () => null);
+  const groups = manifest.import_groups.map((g, i) => [g.module, settled(installs[i] ?? Promise.resolve())]);
+  const groupsPy = pyodide.toPy(groups);
+  namespace.set("import_groups", groupsPy);
+  groupsPy.destroy(); // else this proxy keeps the list, and its JS promises, alive: no memory snapshot could be taken
+  namespace.set("packages_installed", settled(Promise.all(installs)));
+  namespace.set("app_installed", settled(appInstalled));
+  // Once every install has settled (the error panel lists what is installed), the first failure if any.
+  const allIn = async () => {
+    const failure = (await Promise.allSettled([...installs, appInstalled])).find((r) => r.status === "rejected");
+    if (failure) throw failure.reason;
+  };
   try {
     await pyodide.runPythonAsync(prelude, { globals: namespace, filename: "prelude.py" });
   } catch (e) {
-    await appInstalled;
+    await allIn();
     throw new SiteError("Starting the app (Python)", lastLines(String(e.message || e)));
   }
-  await appInstalled;
+  await allIn();
 }
 
 // Boot from this build's memory snapshot (being read from the cache: `reading`); false (and the snapshot
@@ -423,16 +452,17 @@ async function start(msg) {
   if (!restored) await startPyodide(loadPyodide, lock, {});
   timings.runtime = performance.now() - t0;
 
-  // One loadPackage call for every package but the "app" stage's: downloads run in parallel, and each package is
-  // installed as soon as it arrives even if another one fails. The app stage's are installed while Panel is imported.
-  const by = packagesByStage((await lock).packages);
+  // The packages are installed a group at a time (packagesInOrder), while prelude.py imports what the groups before
+  // have installed; the "app" stage's are installed while it imports Panel.
+  const { groups, app } = packagesInOrder((await lock).packages);
   stage("packages");
-  if (!restored) await loadPackages(by.packages, manifest.site.stages.packages);
-  timings.packages = performance.now() - t0;
-
-  stage("app");
-  post({ type: "status", msg: "Importing Panel and building the app" });
-  const appInstalled = restored ? Promise.resolve() : loadPackages(by.app, manifest.site.stages.app);
+  const installs = restored ? [] : installInOrder(groups, manifest.site.stages.packages);
+  const packagesIn = Promise.all(installs).then(() => {
+    timings.packages = performance.now() - t0;
+    stage("app");
+    post({ type: "status", msg: "Importing Panel and building the app" });
+  });
+  const appInstalled = restored ? Promise.resolve() : packagesIn.then(() => loadPackages(app, manifest.site.stages.app));
   appInstalled.catch(() => {}); // reported by runPrelude()
   const boot = await bootSource;
   py = pyodide.toPy({
@@ -440,7 +470,7 @@ async function start(msg) {
     app_module: manifest.app_module,
     panel_cdn_root: manifest.panel_cdn_root,
   });
-  await runPrelude(py, preludeSource, appInstalled);
+  await runPrelude(py, preludeSource, installs, appInstalled);
   let result;
   try {
     result = await pyodide.runPythonAsync(boot, { globals: py, filename: "boot.py" });
@@ -466,7 +496,7 @@ async function makeSnapshot(msg) {
   await startPyodide(loadPyodide, fetchLock(), options);
   await loadPackages(manifest.packages, manifest.site.stages.packages);
   const namespace = pyodide.toPy({ app_module: manifest.app_module, panel_cdn_root: manifest.panel_cdn_root });
-  await runPrelude(namespace, preludeSource, Promise.resolve());
+  await runPrelude(namespace, preludeSource, [], Promise.resolve());
   namespace.destroy();
   const size = await snapshot.make(pyodide, recorder, root, cacheName, manifest.build_id);
   post({ type: "snapshot", bytes: size, ms: performance.now() - t0 });

@@ -65,6 +65,11 @@ GZIP_COPIES = ("build/pyodide/pyodide.asm.wasm",)
 # YAML config files and themes with PyYAML, bokeh patch 0004): they load with the app's wheel in the "app" stage,
 # requested after the other wheels and installed while prelude.py imports Panel (site/worker.js).
 APP_STAGE_PACKAGES = ("markdown-it-py", "mdit-py-plugins", "linkify-it-py", "uc-micro-py", "mdurl", "pyyaml")
+# The packages stage in the order prelude.py imports from it: (module, the packages importing it needs). worker.js
+# requests each group once the one before it is in and installs it, and prelude.py imports its module while the next
+# group downloads; the stage's other packages (what `import panel` needs besides) come last. On a slow link the
+# imports then run while the link is busy, not after its last byte.
+IMPORT_GROUPS = (("numpy", ("numpy",)), ("bokeh.models", ("jinja2", "markupsafe", "packaging", "bokeh")))
 FACTS_FILE = "build/site-facts.js"
 # The portable edition (one HTML file, site/portable.js): written when every package is vendored; the hosted page
 # saves the same file under the same name.
@@ -273,6 +278,8 @@ def write_manifest(site: Path, lock: dict, facts: dict, main_js: list[str], pack
         "main_js": main_js,
         "first_view": prerendered,  # sitebuild/first_view.py; null when the build could not render it
         "packages": packages,
+        "import_groups": [{"module": module, "packages": [n for n in names if n in lock_entries]}
+                          for module, names in IMPORT_GROUPS],
         "gzip_copies": {rel: f"{rel}.gz" for rel in GZIP_COPIES},
         "remote": {n: {"url": e["url"], "stage": "packages"} for n, e in remote.items()},
         "files": files,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -662,6 +663,35 @@ def test_the_runtime_is_requested_once_the_first_views_bytes_are_in(browser: obj
     assert min(started[u] for u in runtime) >= last_byte - 1, (last_byte, {u: started[u] for u in runtime})
     # The worker was there before that: its module and the lock had been requested 1.5 s before.
     assert started[url + "build/pyodide-lock.json"] < last_byte - 1000
+
+
+def test_the_wheels_come_in_the_order_they_are_imported(browser: object,
+                                                        fake_vendored_site: tuple[Path, str]) -> None:
+    """The wheels are requested a group at a time, each group once the one before it is in: NumPy, then what
+    importing bokeh.models needs, then the rest of what `import panel` needs, then the "App code" stage (the app and
+    the packages only its code needs). Here the fake NumPy installs but fails to import, with the next groups still
+    coming: they are all installed before the error shows."""
+    site, _ = fake_vendored_site
+    build = site / "build"
+    manifest = json.loads((build / "manifest.json").read_text())
+    lock = json.loads((build / "pyodide-lock.json").read_text())["packages"]
+    assert [g["module"] for g in manifest["import_groups"]] == ["numpy", "bokeh.models"]
+    assert manifest["import_groups"][0]["packages"] == ["numpy"]
+    app_stage = {"slm-playground", *assemble.APP_STAGE_PACKAGES}
+    grouped = {n for g in manifest["import_groups"] for n in g["packages"]}
+    rest = set(lock) - grouped - app_stage
+    assert {"panel", "param"} <= rest and "bokeh" in grouped
+    groups = [g["packages"] for g in manifest["import_groups"]] + [sorted(rest), sorted(app_stage)]
+    with serve(site) as url, Visit(browser, url, service_workers="block") as visit:
+        visit.open()
+        assert "No module named 'numpy'" in visit.page.text_content("#error-detail")
+        loaded = set(visit.info()["loadedPackages"])
+        _, entries = visit.page.workers[0].evaluate(RESOURCES_JS)
+    assert set(lock) <= loaded, loaded
+    times = {name: (start, end) for name, start, end in entries}
+    spans = [[times[url + "build/" + lock[n]["file_name"]] for n in group] for group in groups]
+    for before, after in itertools.pairwise(spans):
+        assert min(start for start, _ in after) >= max(end for _, end in before) - 1, spans
 
 
 @pytest.mark.parametrize("query", ["?prompt=the+dogs", "?view=attention", "?embed=1"])
