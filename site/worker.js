@@ -222,7 +222,10 @@ async function fetchPackagesEarly(lock, runtimeIn) {
   };
   const { groups, app } = packagesInOrder(packages);
   let after = runtimeIn;
-  for (const group of [...groups, app]) after = Promise.allSettled(group.map((name) => request(name, after)));
+  for (const group of [...groups, app]) {
+    const requested = group.map((name) => request(name, after));
+    if (requested.length) after = Promise.allSettled(requested); // a group of no packages waits for nothing
+  }
 }
 
 const fetchLock = () => fetchText("build/pyodide-lock.json", manifest.site.stages.runtime).then(JSON.parse);
