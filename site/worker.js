@@ -136,6 +136,7 @@ async function download(url, input, init) {
   if (copy) {
     extraTotal[stage] += knownSize(copy) - size; // the page's total counts the file itself
     resp = decompressed(resp);
+    wasmFromCopy = true;
   }
   // A decompressed copy is kept under the file's own name whether or not this visit keeps its other downloads: a
   // later visit gets it from there, and Chromium its compiled code. (No Cache Storage with an opaque origin.)
@@ -164,6 +165,24 @@ async function gzipCopy(url) {
   }
   return `${root}${path}`;
 }
+
+// ------------------------------------------------------------------------ the wasm's compiled code
+// Chromium keeps a wasm module's compiled code beside the response it was compiled from, written once enough of it
+// is optimized (V8 signals that: 1 MB of newly optimized code, or 2 s without any), and the next visit's compile of
+// that response reads it instead of compiling each function again on its first call (~0.4 s of a warm start). A
+// first visit's app worker compiles the gzip copy's stream, a Response without a URL: nothing can be written there.
+// The snapshot worker compiles the cached wasm, whose code the next visit would read, but V8 hands it the module the
+// app worker compiled (its in-process cache is keyed by the bytes and the compile options), and that module's code
+// was optimized before the snapshot worker was there to be told: nothing was written either. So every compile but
+// the copy's passes a compile option the module does not use (JS string builtins: it imports none): the snapshot
+// worker then compiles its own module, which signals while that worker runs, and the next visit compiles with the
+// same option, which its code must match. Engines without the option ignore it.
+let wasmFromCopy = false; // set by download() before it hands over the copy's response
+const instantiateStreaming = WebAssembly.instantiateStreaming;
+WebAssembly.instantiateStreaming = async (source, imports) => {
+  const response = await source; // Pyodide passes the promise of its fetch()
+  return instantiateStreaming(response, imports, wasmFromCopy ? undefined : { builtins: ["js-string"] });
+};
 
 // The file from its gzip copy, decompressed as it streams in (its compiling starts with the first bytes). A host
 // that sends the copy with Content-Encoding: gzip had the browser decompress it already.

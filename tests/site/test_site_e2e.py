@@ -197,6 +197,25 @@ def test_second_visit_starts_from_the_memory_snapshot(browser: object, site: Pat
         assert not [c for c in visit.console if "pageerror" in c or c.startswith("error")], visit.console
 
 
+def test_the_first_reload_reads_the_compiled_wasm(browser: object, site: Path, tmp_path: Path) -> None:
+    """The first visit (which compiles the wasm's gzip copy) leaves V8's compiled code of the wasm beside the cached
+    file, written while the snapshot worker compiles it (worker.js, "the wasm's compiled code"): the first reload
+    reads it (Chromium's `v8.wasm.moduleCacheHit` trace event) and finds it valid. Without that, the first reload
+    compiled the wasm from scratch and only the second read code."""
+    events = ("v8.wasm.moduleCacheHit", "v8.wasm.moduleCacheInvalid", "v8.wasm.moduleCacheInvalidDigest")
+    with serve(site) as url, Visit(browser, url) as visit:
+        visit.open()
+        assert visit.snapshot_outcome() == "saved", visit.console
+        trace = tmp_path / "reload.json"
+        browser.start_tracing(page=visit.page, path=str(trace), categories=["disabled-by-default-devtools.timeline"])
+        visit.reload()
+        assert visit.page.evaluate("document.body.dataset.snapshot") == "restored", visit.console
+        browser.stop_tracing()
+    recorded = json.loads(trace.read_text())
+    seen = [e["name"] for e in recorded.get("traceEvents", recorded) if e.get("name") in events]
+    assert seen == ["v8.wasm.moduleCacheHit"], seen
+
+
 # Two ways a stored snapshot can be wrong: a recorded layout that does not match (a function-table base off by
 # one) and parts from two different saves (e.g. two tabs saving at once). Each: JS run in the page, and what the
 # worker's warning names.
