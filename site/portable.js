@@ -10,8 +10,9 @@
 // id of the element holding it) and one <script type="application/octet-stream"> per file with its bytes in
 // base64, gzip-compressed where that pays (wasm and text; the wheels and the stdlib are zips already).
 
-// Not in the file: the hosted pages and what only a server with Cache Storage uses (service worker, snapshots).
-const LEFT_OUT = new Set(["index.html", "embed.html", "sw.js", "snapshot.js", "portable.js"]);
+// Not in the file: the hosted pages, what only a server with Cache Storage uses (service worker, snapshots), and the
+// wheels' download thread (the file's worker is made from a blob, and has the wheels' bytes already).
+const LEFT_OUT = new Set(["index.html", "embed.html", "sw.js", "snapshot.js", "portable.js", "fetcher.js"]);
 const COMPRESSED = /\.(wasm|m?js|json|css|py|svg)$/;
 
 const hex = (bytes) => [...new Uint8Array(bytes)].map((b) => b.toString(16).padStart(2, "0")).join("");

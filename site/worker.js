@@ -230,21 +230,69 @@ function packagesInOrder(lockPackages) {
 
 async function fetchPackagesEarly(lock, runtimeIn) {
   const { packages } = await lock;
-  const request = (name, after) => {
-    const entry = packages[name];
-    if (!entry) return null; // loadPackage names it in its error
-    const url = packageUrl(entry);
-    const resp = after.then(() => download(url, url, { integrity: integrity(entry.sha256) }));
-    resp.catch(() => {}); // loadPackage gets the failure
-    early.set(url, resp);
-    return resp;
-  };
   const { groups, app } = packagesInOrder(packages);
+  const order = [...groups, app].map((group) =>
+    group.filter((name) => packages[name]).map((name) => ({ // a name not in the lock: loadPackage names it
+      url: packageUrl(packages[name]),
+      integrity: integrity(packages[name].sha256),
+    })),
+  );
+  if (!fromBlob && typeof Worker !== "undefined") return fetchInThread(order, runtimeIn);
   let after = runtimeIn;
-  for (const group of [...groups, app]) {
-    const requested = group.map((name) => request(name, after));
+  for (const group of order) {
+    const requested = group.map(({ url, integrity }) => {
+      const resp = after.then(() => download(url, url, { integrity }));
+      resp.catch(() => {}); // loadPackage gets the failure
+      early.set(url, resp);
+      return resp;
+    });
     if (requested.length) after = Promise.allSettled(requested); // a group of no packages waits for nothing
   }
+}
+
+// The wheels' download thread (fetcher.js). This thread is busy for up to a second at a time while Python starts
+// (one task, which nothing interrupts) and while it installs a group: a response that comes in meanwhile waits, and
+// so does the link once the browser's buffer for it is full. fetcher.js reads each wheel whole on a thread of its
+// own and hands it over as one ArrayBuffer. Not in a worker made from a blob (an opaque origin may start no worker
+// from a URL), nor where a worker cannot start one (then this thread downloads them, all at once). The thread is
+// started once the runtime's files are in: started with this worker, it held up the runtime by ~0.1 s.
+async function fetchInThread(order, runtimeIn) {
+  const pending = new Map(); // url -> {resolve, reject, integrity}
+  for (const { url, integrity } of order.flat()) {
+    const resp = new Promise((resolve, reject) => pending.set(url, { resolve, reject, integrity }));
+    resp.catch(() => {}); // loadPackage gets the failure
+    early.set(url, resp);
+  }
+  const here = () => {
+    for (const [url, { resolve, integrity }] of pending) resolve(download(url, url, { integrity }));
+  };
+  await runtimeIn;
+  let thread;
+  try {
+    thread = new Worker(`${root}fetcher.js`);
+  } catch {
+    return here();
+  }
+  thread.onmessage = ({ data: { url, buffer, type, status, statusText, error } }) => {
+    const { resolve, reject } = pending.get(url);
+    pending.delete(url);
+    if (error) {
+      assetFailed(url, `network error (${error})`);
+      reject(new TypeError(error));
+    } else if (status) {
+      assetFailed(url, `HTTP ${status}`);
+      resolve(new Response(null, { status, statusText }));
+    } else {
+      bytes[stageOf(url)] += buffer.byteLength;
+      reportProgress();
+      resolve(new Response(buffer, { headers: { "Content-Type": type || "application/octet-stream" } }));
+    }
+  };
+  thread.onerror = (event) => {
+    event.preventDefault(); // its script failed to load, say
+    here();
+  };
+  thread.postMessage(order);
 }
 
 const fetchLock = () => fetchText("build/pyodide-lock.json", manifest.site.stages.runtime).then(JSON.parse);

@@ -39,8 +39,8 @@ from .slim import NOT_SHIPPED, SLIM_RULES, VENDORED_SLIM_RULES, slim_filter, unp
 from .zips import DEFLATE, gzip_file
 
 # Files in site/ that are hand-written (copied when building into another folder).
-SHELL_FILES = ("index.html", "embed.html", "loader.js", "worker.js", "snapshot.js", "portable.js", "prelude.py",
-               "boot.py", "style.css", "sw.js")
+SHELL_FILES = ("index.html", "embed.html", "loader.js", "worker.js", "fetcher.js", "snapshot.js", "portable.js",
+               "prelude.py", "boot.py", "style.css", "sw.js")
 # The pages of the site (both load loader.js; embed.html shows one view).
 PAGES = ("index.html", "embed.html")
 # The runtime default for packages that are not vendored (binary wasm wheels such as NumPy).

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -108,6 +109,12 @@ class Visit:
         self.page.on("pageerror", lambda e: self.console.append(f"pageerror: {e}"))
         # The worker's fetches also pass the context routes; record them for the assertions.
         self.page.on("request", lambda r: self.requests.append(r.url))
+        # When each request was made and when its response had fully arrived (monotonic seconds), by URL: the
+        # workers' too, which their own resource timing entries would split between threads.
+        self.started: dict[str, float] = {}
+        self.finished: dict[str, float] = {}
+        self.page.on("request", lambda r: self.started.setdefault(r.url, time.monotonic()))
+        self.page.on("requestfinished", lambda r: self.finished.setdefault(r.url, time.monotonic()))
 
     def _route(self, route: object) -> None:
         url = route.request.url  # type: ignore[attr-defined]

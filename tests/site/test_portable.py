@@ -29,7 +29,7 @@ PORTABLE = "build/transformer-playground.html"
 # What a file:// page may load: itself, and the blob: URLs it makes of what it embeds.
 LOCAL = ("file:", "blob:", "data:")
 # What the file embeds: what the page and the worker load, not what only a server uses.
-SERVER_ONLY = {"index.html", "embed.html", "sw.js", "snapshot.js", "portable.js", "build/manifest.json",
+SERVER_ONLY = {"index.html", "embed.html", "sw.js", "snapshot.js", "portable.js", "fetcher.js", "build/manifest.json",
                "build/site-facts.js"}
 
 
