@@ -431,11 +431,13 @@ async function startWorker(manifest, mainJs, hold) {
   };
   // No service worker controls a first visit: the worker stores its downloads itself (worker.js `keepIn`).
   const keep = serviceWorkers && "caches" in self && !thisBuilds(manifest.build_id);
+  // A page a service worker serves gets the wheels from its cache: the worker downloads them without a thread.
+  const controlled = Boolean(serviceWorkers && navigator.serviceWorker.controller);
   // A worker made from a blob learns the site's root here, and in the portable file gets the files themselves.
   const root = new URL("./", location.href).href;
   const [files, transfer] = portable ? await workerFiles() : [null, []];
   worker.postMessage(
-    { type: "start", manifest, location: pageLocation(), snapshot: useSnapshot, keep, root, files, hold },
+    { type: "start", manifest, location: pageLocation(), snapshot: useSnapshot, keep, controlled, root, files, hold },
     transfer,
   );
 }

@@ -28,7 +28,8 @@ self.panelDictConverter = (entries) => {
   return Object.fromEntries(entries);
 };
 // What this worker downloaded, for the service worker to keep on a first visit (loader.js keepForNextVisit).
-const fetched = () => performance.getEntriesByType("resource").map((e) => e.name);
+const fetchedInThread = []; // the wheels' download thread's (fetchInThread)
+const fetched = () => [...performance.getEntriesByType("resource").map((e) => e.name), ...fetchedInThread];
 const postError = (what, detail) =>
   post({ type: "error", what, detail, loaded: Object.keys(pyodide?.loadedPackages || {}), fetched: fetched() });
 
@@ -228,7 +229,7 @@ function packagesInOrder(lockPackages) {
   return { groups: [...grouped, rest], app };
 }
 
-async function fetchPackagesEarly(lock, runtimeIn) {
+async function fetchPackagesEarly(lock, runtimeIn, thread) {
   const { packages } = await lock;
   const { groups, app } = packagesInOrder(packages);
   const order = [...groups, app].map((group) =>
@@ -237,7 +238,7 @@ async function fetchPackagesEarly(lock, runtimeIn) {
       integrity: integrity(packages[name].sha256),
     })),
   );
-  if (!fromBlob && typeof Worker !== "undefined") return fetchInThread(order, runtimeIn);
+  if (thread) return fetchInThread(order, runtimeIn);
   let after = runtimeIn;
   for (const group of order) {
     const requested = group.map(({ url, integrity }) => {
@@ -254,8 +255,10 @@ async function fetchPackagesEarly(lock, runtimeIn) {
 // (one task, which nothing interrupts) and while it installs a group: a response that comes in meanwhile waits, and
 // so does the link once the browser's buffer for it is full. fetcher.js reads each wheel whole on a thread of its
 // own and hands it over as one ArrayBuffer. Not in a worker made from a blob (an opaque origin may start no worker
-// from a URL), nor where a worker cannot start one (then this thread downloads them, all at once). The thread is
-// started once the runtime's files are in: started with this worker, it held up the runtime by ~0.1 s.
+// from a URL), nor where a worker cannot start one (then this thread downloads them, all at once), nor on a page a
+// service worker serves (from its cache: nothing to wait for). The thread is started once the runtime's files are
+// in: started with this worker, it held up the runtime by ~0.1 s. The page hands the service worker what the
+// visit fetched (`fetched()`): the thread's downloads are listed with this worker's.
 async function fetchInThread(order, runtimeIn) {
   const pending = new Map(); // url -> {resolve, reject, integrity}
   for (const { url, integrity } of order.flat()) {
@@ -285,6 +288,7 @@ async function fetchInThread(order, runtimeIn) {
     } else {
       bytes[stageOf(url)] += buffer.byteLength;
       reportProgress();
+      fetchedInThread.push(url);
       resolve(new Response(buffer, { headers: { "Content-Type": type || "application/octet-stream" } }));
     }
   };
@@ -514,7 +518,12 @@ async function start(msg) {
   const reading = snapshot ? snapshot.load(root, cacheName, manifest.build_id) : null;
   reading?.catch(() => {}); // reported by restoreSnapshot()
   // A start from a memory snapshot loads no packages; a start from scratch gets them early.
-  if (!embedded) Promise.resolve(reading).then((saved) => saved || fetchPackagesEarly(lock, runtimeIn)).catch(() => {});
+  const thread = !msg.controlled && !fromBlob && typeof Worker !== "undefined"; // a download thread (fetchInThread)
+  if (!embedded) {
+    Promise.resolve(reading)
+      .then((saved) => saved || fetchPackagesEarly(lock, runtimeIn, thread))
+      .catch(() => {});
+  }
   const { loadPyodide } = await importPyodide();
   bytes.runtime += manifest.files["build/pyodide/pyodide.mjs"].size;
   if (msg.hold) await released;

@@ -43,14 +43,19 @@ def render() -> dict:
     import panel as pn
     from bokeh.document import Document
     from bokeh.embed.util import standalone_docs_json_and_render_items
+    from panel.io.resources import set_resource_mode
 
     from playground.app import create_app
     from playground.state import URL_PARAMS
 
     doc = Document()
     pn.state.curdoc = doc  # as panel.io.pyodide.init_doc does in the worker
-    playground = create_app(build_hidden_on_load=False, custom_js=False)  # as site/boot.py: the same page
-    playground.root.server_doc(doc)
+    # Under Pyodide Panel names its stylesheets as CDN resources (below PANEL_CDN_ROOT, as they are); elsewhere it
+    # adds a version query to some (loading.css?v=...). In CDN mode here the URLs are the worker's, so the live
+    # document finds the first view's stylesheets loaded instead of downloading one again.
+    with set_resource_mode("cdn"):
+        playground = create_app(build_hidden_on_load=False, custom_js=False)  # as site/boot.py: the same page
+        playground.root.server_doc(doc)
     docs_json, render_items = standalone_docs_json_and_render_items(doc.roots, suppress_callback_warning=True)
     # Bokeh names the document and the roots' elements with random UUIDs: fixed names keep the build reproducible
     # (the same sources, the same build id). The page puts the roots in elements of its own.

@@ -322,3 +322,9 @@ def test_first_view_is_the_live_app_until_it_is_replaced(browser: object, site: 
         assert len(first_box) == len(live_box) == 1, (first_box, live_box)
         assert all(abs(first_box[0][k] - live_box[0][k]) < 1 for k in ("x", "y", "width", "height")), (
             first_box, live_box)
+        # Its stylesheets are the live document's, under the same URLs: none is downloaded twice.
+        urls_by_file: dict[str, set[str]] = {}
+        for request in visit.requests:
+            if request.split("?")[0].endswith(".css"):
+                urls_by_file.setdefault(request.split("?")[0], set()).add(request)
+        assert urls_by_file and all(len(u) == 1 for u in urls_by_file.values()), urls_by_file
