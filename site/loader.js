@@ -262,10 +262,10 @@ function arrived(paths) {
 // BokehJS and Panel's JS, in order (async=false keeps the order while downloading in parallel).
 async function loadMainJs(manifest) {
   const urls = portable
-    ? await Promise.all(manifest.main_js.map(async (src) => URL.createObjectURL(await embeddedFile(src))))
-    : manifest.main_js;
+    ? await Promise.all(manifest.site.main_js.map(async (src) => URL.createObjectURL(await embeddedFile(src))))
+    : manifest.site.main_js;
   return Promise.all(
-    manifest.main_js.map(
+    manifest.site.main_js.map(
       (src, i) =>
         new Promise((resolve, reject) => {
           const el = document.createElement("script");
@@ -324,7 +324,7 @@ async function startWorker(manifest, mainJs, hold) {
   for (const [path, f] of Object.entries(manifest.files)) {
     const vendor = path.startsWith("build/vendor/");
     const loaded = !manifest.site.not_loaded.includes(path) && !copies.includes(path);
-    if (path.startsWith("build/") && loaded && (!vendor || manifest.main_js.includes(path))) {
+    if (path.startsWith("build/") && loaded && (!vendor || manifest.site.main_js.includes(path))) {
       totals[f.stage] += f.size;
     }
   }
@@ -606,8 +606,8 @@ async function main() {
       // would otherwise share it with the 8.6 MB of wasm. Downloaded, not yet run (below); the worker starts its
       // downloads of the runtime when they are in ('go').
       firstView = fetchFirstView(manifest);
-      const files = [...manifest.main_js, manifest.first_view.path];
-      firstBytes = Promise.race([arrived(files), Promise.allSettled([preload(manifest.main_js), firstView])]);
+      const files = [...manifest.site.main_js, manifest.first_view.path];
+      firstBytes = Promise.race([arrived(files), Promise.allSettled([preload(manifest.site.main_js), firstView])]);
     }
     worker = await (early || spawnWorker());
     // BokehJS keeps this thread busy for about half a second: it runs once the worker has begun (its first message;

@@ -77,8 +77,9 @@ PORTABLE_NAME = "transformer-playground.html"
 PORTABLE_FILE = f"build/{PORTABLE_NAME}"
 
 
-def site_facts() -> dict:
-    """What loader.js, worker.js and sw.js share; each reads it from here (manifest / site-facts.js)."""
+def site_facts(main_js: list[str]) -> dict:
+    """What loader.js, worker.js and sw.js share; each reads it from here (manifest / site-facts.js).
+    `main_js`: the page's scripts, in order (write_browser_assets)."""
     return {
         "cache_prefix": "slm-site-",  # + build id: the service worker's cache, which also holds the snapshot
         "shell_files": list(SHELL_FILES),
@@ -91,6 +92,7 @@ def site_facts() -> dict:
         # Files of the manifest the progress bar leaves out: those a visit of the hosted site does not load, and
         # the first view, which the page loads before the progress starts.
         "not_loaded": ["build/manifest.json", FACTS_FILE, "build/pyodide/pyodide.js", first_view.FIRST_VIEW_FILE],
+        "main_js": main_js,
     }
 
 
@@ -128,10 +130,10 @@ def build(site: Path = SITE, py_dir: Path = PY_DIR, pyodide_packages: Path | Non
         if made_bytecode:
             entries[made_bytecode["name"]] = made_bytecode
     packages = write_pyodide_lock(official, entries, remote, out / "pyodide-lock.json")
-    facts = site_facts()
+    facts = site_facts(main_js)
     (site / FACTS_FILE).write_text(f"// Written by build.py (sitebuild/assemble.py): read by sw.js.\n"
                                    f"self.siteFacts = {json.dumps(facts, indent=1)};\n")
-    manifest = write_manifest(site, lock, facts, main_js, packages, remote, prerendered)
+    manifest = write_manifest(site, lock, facts, packages, remote, prerendered)
     check_csp(site, bool(remote))
     if remote:
         log(f"no portable file ({PORTABLE_FILE}): {', '.join(remote)} is not vendored (--pyodide-packages DIR)")
@@ -252,8 +254,8 @@ def stage_of(rel: str, app_stage: set[str]) -> str:
     return "app" if rel in app_stage else "packages" if "/wheels/" in rel else "runtime"
 
 
-def write_manifest(site: Path, lock: dict, facts: dict, main_js: list[str], packages: list[str],
-                   remote: dict[str, dict], prerendered: dict | None = None) -> dict:
+def write_manifest(site: Path, lock: dict, facts: dict, packages: list[str], remote: dict[str, dict],
+                   prerendered: dict | None = None) -> dict:
     """What the loader fetches, each file's size and stage (progress bar, service worker), the build id."""
     out = site / "build"
     lock_entries = json.loads((out / "pyodide-lock.json").read_text())["packages"]
@@ -275,7 +277,6 @@ def write_manifest(site: Path, lock: dict, facts: dict, main_js: list[str], pack
         "panel_cdn_root": PANEL_CDN_ROOT,
         "app_module": "playground.app",
         "site": facts,
-        "main_js": main_js,
         "first_view": prerendered,  # sitebuild/first_view.py; null when the build could not render it
         "packages": packages,
         "import_groups": [{"module": module, "packages": [n for n in names if n in lock_entries]}

@@ -654,7 +654,7 @@ def test_the_runtime_is_requested_once_the_first_views_bytes_are_in(browser: obj
         worker_origin, worker_entries = visit.page.workers[0].evaluate(RESOURCES_JS)
     ended = {name: page_origin + end for name, _, end in page_entries}
     started = {name: worker_origin + start for name, start, _ in worker_entries}
-    first_view = [url + path for path in (*manifest["main_js"], manifest["first_view"]["path"])]
+    first_view = [url + path for path in (*manifest["site"]["main_js"], manifest["first_view"]["path"])]
     runtime = [f"{url}build/pyodide/{name}"
                for name in ("pyodide.asm.js", "python_stdlib.zip", f"{Path(WASM).name}.gz")]
     assert set(first_view) <= ended.keys() and set(runtime) <= started.keys(), (ended, started)
