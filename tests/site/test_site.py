@@ -463,6 +463,34 @@ def test_second_visit_is_served_by_the_service_worker_offline(browser: object,
         assert visit.page.text_content("#error-detail") == first
 
 
+def test_the_next_visit_reads_the_page_scripts_compiled(browser: object, fake_vendored_site: tuple[Path, str],
+                                                         tmp_path: Path) -> None:
+    """The service worker stores the page's scripts (BokehJS, Panel's JS: the manifest's site.main_js) while it
+    installs, and Chromium keeps V8's compiled code of a script stored then: the next visit's page compiles none of
+    them, it reads their code (Chromium's trace: each script's `v8.compile` consumed a full cache). Stored only by
+    'keep' after the install, a script had its code kept only after a first run from the cache: the next visit
+    compiled every one of them."""
+    site, _ = fake_vendored_site
+    main_js = json.loads((site / "build" / "manifest.json").read_text())["site"]["main_js"]
+    assert len(main_js) == 4
+    with serve(site) as url, Visit(browser, url) as visit:
+        visit.open()
+        visit.wait_js("navigator.serviceWorker.controller !== null")  # every file stored
+        trace = tmp_path / "reload.json"
+        browser.start_tracing(page=visit.page, path=str(trace), categories=["devtools.timeline", "v8"])
+        visit.page.reload()
+        visit.page.wait_for_selector("body[data-error='1']", state="attached", timeout=180_000)  # the fake NumPy
+        browser.stop_tracing()
+    recorded = json.loads(trace.read_text())
+    compiled = {e["args"]["data"]["url"].removeprefix(url): e["args"]["data"]
+                for e in recorded.get("traceEvents", recorded)
+                if e.get("name") == "v8.compile" and "url" in e.get("args", {}).get("data", {})}
+    for script in main_js:
+        assert script in compiled, sorted(compiled)
+        assert compiled[script].get("consumedCacheSize", 0) > 0 and compiled[script].get("cacheKind") == "full", (
+            script, compiled[script])
+
+
 def test_missing_asset_ends_on_error_panel(browser: object, fake_vendored_site: tuple[Path, str],
                                            tmp_path: Path) -> None:
     """A missing file (here the wasm runtime, which a first visit downloads gzipped) names itself on the error
