@@ -17,7 +17,7 @@ import shutil
 import zipfile
 from pathlib import Path
 
-from . import first_view
+from . import first_view, zips
 from .common import CACHE, PY_DIR, SITE, BuildError, log, run, sha256_file
 from .fetch import cached_or_download, fetch_pyodide, minified_runtime_js, official_lock, pip_sdist_args, pip_wheel_args
 from .lock import canonical, read_lock
@@ -104,7 +104,8 @@ def build(site: Path = SITE, py_dir: Path = PY_DIR, pyodide_packages: Path | Non
     lock = read_lock()
     project_packages(py_dir)  # check the inputs before downloading anything
     if DEFLATE != "zopfli":
-        log("zopfli is not installed (pip install zopfli): zips are deflated by zlib, ~0.3 MB larger")
+        log("zips deflated by zlib, ~0.3 MB larger than by zopfli ("
+            + ("SITE_DEFLATE=zlib)" if zips.zopfli_compress else "pip install zopfli)"))
     pkg = fetch_pyodide(lock)
     official = official_lock(pkg)
     vendored = pyodide_dir_wheels(pyodide_packages, lock, official) if pyodide_packages else {}

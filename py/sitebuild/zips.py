@@ -8,6 +8,7 @@ import concurrent.futures
 import csv
 import hashlib
 import io
+import os
 import struct
 import zlib
 from collections.abc import Callable, Iterable
@@ -17,14 +18,23 @@ try:  # optional: every zip the build writes is ~4 % smaller with it (requiremen
     from zopfli.zopfli import compress as zopfli_compress
 except ImportError:
     zopfli_compress = None
-DEFLATE = "zopfli" if zopfli_compress else "zlib-9"
+# SITE_DEFLATE=zlib: zlib even where zopfli is installed. The tests' builds use it: zopfli's ~100 s of a fresh
+# clone's first build buy only size, which the benchmark measures (tests/site/test_builder.py checks zopfli's
+# streams inflate to their input).
+ZOPFLI = zopfli_compress is not None and os.environ.get("SITE_DEFLATE", "zopfli") != "zlib"
+DEFLATE = "zopfli" if ZOPFLI else "zlib-9"
+
+
+def zopfli_deflate(data: bytes) -> bytes:
+    """A raw deflate stream by zopfli (~4 % smaller than zlib's best, the same format, so Pyodide's zipfile unpacks
+    it as fast)."""
+    return zopfli_compress(data, numiterations=15)[2:-4]  # without the zlib header and checksum
 
 
 def deflate(data: bytes) -> bytes:
-    """A raw deflate stream of `data`: zopfli's when installed (~4 % smaller than zlib's best, the same format, so
-    Pyodide's zipfile unpacks it as fast), else zlib at level 9."""
-    if zopfli_compress is not None:
-        return zopfli_compress(data, numiterations=15)[2:-4]  # without the zlib header and checksum
+    """A raw deflate stream of `data`: zopfli's when installed (and not turned off), else zlib's at level 9."""
+    if ZOPFLI:
+        return zopfli_deflate(data)
     packer = zlib.compressobj(9, zlib.DEFLATED, -15)
     return packer.compress(data) + packer.flush()
 
@@ -41,7 +51,7 @@ def write_zip(out: Path, entries: Iterable[tuple[str, bytes]], store: Callable[[
     deflate() — zipfile cannot take another compressor — or stored when `store(name)` or when that is smaller."""
     entries = list(entries)
     inputs = [b"" if store(name) else data for name, data in entries]
-    if zopfli_compress is None:
+    if not ZOPFLI:
         deflated = [deflate(data) for data in inputs]
     else:  # zopfli takes ~10 s per MB: use every core (the result is cached, see process_wheel)
         with concurrent.futures.ProcessPoolExecutor() as pool:

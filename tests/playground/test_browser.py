@@ -426,20 +426,36 @@ def show_view(page, app_url: str, view: str, query: str) -> None:
     page.wait_for_timeout(700)  # the hidden views arrive after the first render and may change the layout
 
 
+def each_view(page, app_url: str, query: str):
+    """Open the page once with `query`, then show every view in turn with the view switcher, as a learner does;
+    yields each view's name once it is the one on screen and its layout has settled. (Every view is on the page
+    once open_app returns, so switching only shows one and hides the others: one page load per state instead of
+    one per view, ~7 s each on a loaded 2-core machine.)"""
+    from playground.app import VIEW_CLASSES
+    from playground.state import VIEWS
+
+    assert list(VIEW_CLASSES) == list(VIEWS)  # the switcher offers every view
+    show_view(page, app_url, "map", query)
+    for view, (_, label) in VIEW_CLASSES.items():
+        if view != "map":
+            tab(page, label).check()
+            page.wait_for_function(f"() => new URLSearchParams(location.search).get('view') === '{view}'",
+                                   timeout=10_000)
+            page.wait_for_timeout(400)  # the patch that shows the view, then its layout
+        yield view
+
+
 @pytest.mark.parametrize("screen", list(SCREENS))
 def test_every_view_fits_every_screen(browser, app_url, screen):
     """No horizontal scrolling and no overlapping controls, in every view, from a 360-px phone to 1920 px; the
     screenshots (artifacts/screens/) are for looking at."""
-    from playground.state import VIEWS
-
     (ARTIFACTS / "screens").mkdir(exist_ok=True)
     context = screen_context(browser, screen)
     page = context.new_page()
     problems = []
     models = ("shipped", "lesson") if screen == "phone" else ("shipped",)
     for model in models:
-        for view in VIEWS:
-            show_view(page, app_url, view, f"model={model}")
+        for view in each_view(page, app_url, f"model={model}"):
             overflow = page.evaluate(OVERFLOW)
             overlaps = overlapping(page.evaluate(CONTROLS))
             page.screenshot(path=ARTIFACTS / "screens" / f"{screen}-{model}-{view}.png", full_page=True)
@@ -491,7 +507,8 @@ async () => {
 def axe_violations(page) -> list[dict]:
     if not AXE.exists():
         pytest.fail(f"{AXE} is missing: `npm ci` in the repository (tests/run.sh does it)")
-    page.add_script_tag(content=AXE.read_text())
+    if not page.evaluate("() => 'axe' in window"):  # once per page load: the views share it
+        page.add_script_tag(content=AXE.read_text())
     return page.evaluate(AXE_RUN)
 
 
@@ -502,14 +519,11 @@ def test_axe_finds_nothing_serious_in_any_view(browser, app_url, screen):
     The full report, moderate and minor findings included, is saved in artifacts/axe-<screen>.json."""
     import json
 
-    from playground.state import VIEWS
-
     context = screen_context(browser, screen)
     page = context.new_page()
     report, serious = {}, []
     for model, extra in (("shipped", "ablate=L1.H2"), ("lesson", "ablate=L0.H1&compare=1&compare_pos=2")):
-        for view in VIEWS:
-            show_view(page, app_url, view, f"model={model}&{extra}")
+        for view in each_view(page, app_url, f"model={model}&{extra}"):
             found = axe_violations(page)
             report[f"{model}/{view}"] = found
             serious += [(model, view, v["id"], v["nodes"]) for v in found if v["impact"] in ("critical", "serious")]

@@ -27,8 +27,11 @@ from sitebuild.serve import serving  # noqa: E402
 
 
 def run_build(site: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    # Deflated by zlib (sitebuild/zips.py SITE_DEFLATE): zopfli would add ~100 s to a fresh clone's first build for
+    # zips of the same format, only smaller; the benchmark builds with it.
     proc = subprocess.run([sys.executable, str(ROOT / "build.py"), "--site-dir", str(site), *extra],
-                          capture_output=True, text=True, cwd=ROOT, timeout=1200)
+                          capture_output=True, text=True, cwd=ROOT, timeout=1200,
+                          env={**os.environ, "SITE_DEFLATE": "zlib"})
     return proc
 
 

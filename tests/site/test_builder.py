@@ -99,3 +99,20 @@ def test_the_site_facts_are_written_once(cdn_site: Path) -> None:
         assert facts["cache_prefix"] not in text, name
         assert not [label for label in facts["stages"].values() if label in text], name
         assert facts["cdn"] not in text and "boot.py\", \"style.css" not in text, name
+
+
+def test_zopfli_streams_inflate_to_their_input() -> None:
+    """What a build with zopfli writes (the tests' own builds use zlib, SITE_DEFLATE): raw deflate streams that
+    zlib inflates to the input, smaller than zlib's own at level 9 on text like the wheels'."""
+    import zlib
+
+    from sitebuild import zips
+
+    if zips.zopfli_compress is None:
+        pytest.fail("zopfli is not installed: pip install -r requirements.txt")
+    data = (ROOT / "site" / "worker.js").read_bytes()
+    stream = zips.zopfli_deflate(data)
+    assert zlib.decompress(stream, -15) == data
+    packer = zlib.compressobj(9, zlib.DEFLATED, -15)
+    assert len(stream) < len(packer.compress(data) + packer.flush())
+
