@@ -31,7 +31,7 @@ def test_every_patch_applies_to_the_pinned_sources() -> None:
 
 def test_each_patch_says_why_what_it_gains_and_where_upstream() -> None:
     found = sorted(patches.PATCHES.glob("*/*.patch"))
-    assert len(found) == 11
+    assert len(found) == 12
     for patch in found:
         assert re.match(r"\d{4}-[a-z0-9-]+\.patch$", patch.name), patch.name
         assert PATCH_HEADER.match(patch.read_text()), f"{patch}: header (Subject, Why, Gain, Upstream) missing"
