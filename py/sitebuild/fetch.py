@@ -1,5 +1,5 @@
 """Fetching: the npm Pyodide package, pip's wheels and sdists (verified against build.lock, cached under
-``.cache/`` so that rebuilds work offline), and terser for Pyodide's JavaScript."""
+``.cache/`` so that rebuilds work offline), and terser for Pyodide's JavaScript and the patched BokehJS."""
 
 from __future__ import annotations
 
@@ -55,13 +55,10 @@ def cached_or_download(entries: dict, folder: Path, base_args: list[str], kind: 
     return out
 
 
-def minified_runtime_js(pkg: Path, lock: dict) -> Path:
-    """pyodide.asm.js through terser (compress + mangle: 1.07 -> 0.91 MB). The npm file is whitespace-minified
-    only; terser leaves alone every scope that holds a direct eval (Emscripten evaluates side modules' EM_JS code
-    in the module's scope), so what that code names keeps its name."""
-    src = pkg / "pyodide.asm.js"
+def terser_minified(src: Path, lock: dict, what: str) -> Path:
+    """``src`` through terser (compress + mangle), cached by its content; ``what`` names the file in the log."""
     version = lock["terser"]["version"]
-    cache = CACHE / "site" / f"{sha256_file(src)[:16]}-terser-{version}-pyodide.asm.js"
+    cache = CACHE / "site" / f"{sha256_file(src)[:16]}-terser-{version}-{src.name}"
     if cache.is_file():
         return cache
     prefix = CACHE / "npm" / f"terser-{version}"
@@ -70,11 +67,19 @@ def minified_runtime_js(pkg: Path, lock: dict) -> Path:
         log(f"npm install terser@{version}")
         prefix.mkdir(parents=True, exist_ok=True)
         run(["npm", "install", "--no-save", "--no-audit", "--no-fund", "--prefix", str(prefix), f"terser@{version}"])
+    log(f"terser: {what}")
     cache.parent.mkdir(parents=True, exist_ok=True)
     part = cache.with_suffix(".part")
     run(["node", str(terser), str(src), "--compress", "--mangle", "--output", str(part)])
     part.replace(cache)
     return cache
+
+
+def minified_runtime_js(pkg: Path, lock: dict) -> Path:
+    """pyodide.asm.js through terser (1.07 -> 0.91 MB). The npm file is whitespace-minified only; terser leaves
+    alone every scope that holds a direct eval (Emscripten evaluates side modules' EM_JS code in the module's
+    scope), so what that code names keeps its name."""
+    return terser_minified(pkg / "pyodide.asm.js", lock, "Pyodide's pyodide.asm.js")
 
 
 def fetch_pyodide(lock: dict, verify: bool = True) -> Path:

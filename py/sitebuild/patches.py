@@ -3,7 +3,9 @@
 Each patch opens with a header (why, the measured gain, the upstream issue or "none") that patch ignores. A patch
 must apply exactly: no fuzz, every hunk, or the build stops naming each hunk that failed. ``--check-patches``
 applies every folder to the pinned upstream sources in a scratch folder and reports every mismatch at once.
-The folder named ``pyodide-<version>`` patches Pyodide's standard-library zip (its ``pyodide`` package).
+The folder named ``pyodide-<version>`` patches Pyodide's standard-library zip (its ``pyodide`` package);
+``bokehjs-<version>`` patches the JavaScript of the bokeh wheel, which the page loads (assemble.py minifies the
+patched ``bokeh.js`` with terser into the ``bokeh.min.js`` it serves); every other folder, the wheel of that name.
 """
 
 from __future__ import annotations
@@ -81,6 +83,7 @@ def patch_key(dist: str, version: str) -> str:
 def pinned_versions(lock: dict) -> dict[str, str]:
     versions = {name: e["version"] for name, e in lock["wheels"].items()}
     versions["pyodide"] = lock["pyodide"]["version"]
+    versions["bokehjs"] = versions["bokeh"]  # BokehJS is in the bokeh wheel
     return versions
 
 
@@ -104,8 +107,9 @@ def check_patches(lock: dict) -> list[str]:
             if dist == "pyodide":
                 source = fetch_pyodide(lock) / "python_stdlib.zip"
             else:
-                entries = {dist: lock["wheels"][dist]}
-                source = cached_or_download(entries, CACHE / "wheels", pip_wheel_args(CACHE / "wheels"), "wheel")[dist]
+                wheel = "bokeh" if dist == "bokehjs" else dist
+                entries = {wheel: lock["wheels"][wheel]}
+                source = cached_or_download(entries, CACHE / "wheels", pip_wheel_args(CACHE / "wheels"), "wheel")[wheel]
             with zipfile.ZipFile(source) as zf:
                 zf.extractall(tree)
             for patch in sorted(folder.glob("*.patch")):
