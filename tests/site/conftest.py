@@ -98,11 +98,14 @@ class Visit:
     tests). A context manager: ``with Visit(browser, url) as visit: visit.open()`` closes the context after."""
 
     def __init__(self, browser: object, url: str, service_workers: str = "allow",
-                 allowed: tuple[str, ...] = ("http://127.0.0.1:",)) -> None:
+                 allowed: tuple[str, ...] = ("http://127.0.0.1:",), screen: tuple[int, int, bool] = (1280, 1000, False),
+                 ) -> None:
         self.base = url
         self.allowed = allowed  # what may be requested: everything else is aborted and recorded
+        width, height, touch = screen  # a phone: (360, 740, True)
         self.context = browser.new_context(  # type: ignore[attr-defined]
-            viewport={"width": 1280, "height": 1000}, service_workers=service_workers)
+            viewport={"width": width, "height": height}, has_touch=touch, is_mobile=touch,
+            service_workers=service_workers)
         self.page = self.context.new_page()
         self.requests: list[str] = []
         self.external: list[str] = []

@@ -152,6 +152,52 @@ json.dumps(rows)`)""")
         assert not [c for c in visit.console if "Content Security Policy" in c or "pageerror" in c], visit.console
 
 
+# Every Bokeh plot on screen, with its box as BokehJS laid it out and as the browser shows it.
+SHOWN_PLOTS_JS = """() => {
+  const plots = [];
+  const walk = (v) => {
+    if (v.model?.constructor.__name__ === "Figure" && v.el.getClientRects().length > 0) {
+      const {width, height} = v.el.getBoundingClientRect();
+      plots.push({laid_out: [v.bbox.width, v.bbox.height], shown: [Math.floor(width), Math.floor(height)]});
+    }
+    for (const c of v.child_views ?? []) walk(c);
+  };
+  for (const root of Bokeh.index.roots) walk(root);
+  return plots;
+}"""
+OVERFLOW_JS = "document.scrollingElement.scrollWidth - document.documentElement.clientWidth"
+
+
+def test_each_view_chosen_on_a_phone_is_laid_out_and_fits(browser: object, site: Path) -> None:
+    """The site's BokehJS lays out only what is shown (sitebuild/patches/bokehjs-*): on a 360-px touch screen,
+    every view chosen with the switcher after all were built hidden gets its plots laid out to the size they are
+    shown at, and no view scrolls sideways. (The layout tests of tests/playground run `panel serve`, whose BokehJS
+    is the installed, unpatched one.) Screenshots: artifacts/site/e2e-phone-<view>.png."""
+    from playground.app import VIEW_CLASSES
+
+    with serve(site) as url, Visit(browser, url, screen=(360, 740, True)) as visit:
+        visit.open("index.html")
+        assert visit.page.evaluate("document.body.dataset.ready") == "1", visit.page.text_content("#error")
+        visit.wait_js("document.body.dataset.views === 'built'", timeout_s=60)
+        problems, plotted = [], 0
+        for view, (_, label) in VIEW_CLASSES.items():
+            if view != "map":  # the first view
+                visit.page.get_by_role("radio", name=label, exact=True).check()
+                visit.wait_js(f"new URLSearchParams(location.search).get('view') === '{view}'", timeout_s=10)
+                visit.wait_js("document.body.dataset.worker === 'idle'", timeout_s=30)
+                visit.page.wait_for_timeout(500)  # the patch that shows it, then its layout
+            visit.page.screenshot(path=str(ARTIFACTS / f"e2e-phone-{view}.png"), full_page=True)
+            plots = visit.page.evaluate(SHOWN_PLOTS_JS)
+            plotted += len(plots)
+            overflow = visit.page.evaluate(OVERFLOW_JS)
+            unlaid = [p for p in plots if min(p["laid_out"]) == 0 or p["laid_out"] != p["shown"]]
+            if overflow > 0 or unlaid:
+                problems.append((view, overflow, unlaid[:3]))
+        assert plotted >= len(VIEW_CLASSES), plotted  # charts were on screen to check
+        assert problems == [], problems
+        assert not [c for c in visit.console if "pageerror" in c], visit.console
+
+
 def generate(visit: Visit, prompt: str) -> list[str]:
     """Type a prompt, press Generate, wait until the stream ends; the generated tokens' text."""
     page = visit.page
