@@ -26,7 +26,8 @@ def test_every_patch_applies_to_the_pinned_sources() -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "every patch applies to the pinned sources" in proc.stdout
     checked = re.findall(r"checked (\S+): (\d+) patches", proc.stdout)
-    assert {name for name, _ in checked} == {"bokeh-3.9.2", "bokehjs-3.9.2", "panel-1.9.4", "param-2.4.2", "pyodide-0.29.3"}
+    assert {name for name, _ in checked} == {"bokeh-3.9.2", "bokehjs-3.9.2", "panel-1.9.4", "param-2.4.2",
+                                             "pyodide-0.29.3"}
 
 
 def test_each_patch_says_why_what_it_gains_and_where_upstream() -> None:

@@ -152,20 +152,40 @@ json.dumps(rows)`)""")
         assert not [c for c in visit.console if "Content Security Policy" in c or "pageerror" in c], visit.console
 
 
-# Every Bokeh plot on screen, with its box as BokehJS laid it out and as the browser shows it.
+# Every Bokeh plot that should be on screen (it and every layout around it visible), with its box as BokehJS laid it
+# out and as the browser shows it.
 SHOWN_PLOTS_JS = """() => {
   const plots = [];
-  const walk = (v) => {
-    if (v.model?.constructor.__name__ === "Figure" && v.el.getClientRects().length > 0) {
+  const walk = (v, visible) => {
+    visible = visible && v.model?.visible !== false;
+    if (visible && v.model?.constructor.__name__ === "Figure") {
       const {width, height} = v.el.getBoundingClientRect();
-      plots.push({laid_out: [v.bbox.width, v.bbox.height], shown: [Math.floor(width), Math.floor(height)]});
+      plots.push({name: v.model.title?.text ?? "", displayed: v.el.getClientRects().length > 0,
+                  laid_out: [v.bbox.width, v.bbox.height], shown: [Math.floor(width), Math.floor(height)]});
     }
-    for (const c of v.child_views ?? []) walk(c);
+    for (const c of v.child_views ?? []) walk(c, visible);
   };
-  for (const root of Bokeh.index.roots) walk(root);
+  for (const root of Bokeh.index.roots) walk(root, true);
   return plots;
 }"""
 OVERFLOW_JS = "document.scrollingElement.scrollWidth - document.documentElement.clientWidth"
+
+
+def laid_out(plot: dict) -> bool:
+    return plot["displayed"] and min(plot["laid_out"]) > 0 and plot["laid_out"] == plot["shown"]
+
+
+def settled_plots(visit: Visit, timeout_s: float = 15) -> list[dict]:
+    """SHOWN_PLOTS_JS once the page has settled: the view's patches applied and drawn (the same plots, each laid
+    out, in two reads 0.3 s apart), or what it shows when `timeout_s` is up."""
+    deadline = time.monotonic() + timeout_s
+    last = None
+    while True:
+        plots = visit.page.evaluate(SHOWN_PLOTS_JS)
+        if (plots == last and all(laid_out(p) for p in plots)) or time.monotonic() > deadline:
+            return plots
+        last = plots
+        time.sleep(0.3)
 
 
 def test_each_view_chosen_on_a_phone_is_laid_out_and_fits(browser: object, site: Path) -> None:
@@ -185,12 +205,11 @@ def test_each_view_chosen_on_a_phone_is_laid_out_and_fits(browser: object, site:
                 visit.page.get_by_role("radio", name=label, exact=True).check()
                 visit.wait_js(f"new URLSearchParams(location.search).get('view') === '{view}'", timeout_s=10)
                 visit.wait_js("document.body.dataset.worker === 'idle'", timeout_s=30)
-                visit.page.wait_for_timeout(500)  # the patch that shows it, then its layout
+            plots = settled_plots(visit)
             visit.page.screenshot(path=str(ARTIFACTS / f"e2e-phone-{view}.png"), full_page=True)
-            plots = visit.page.evaluate(SHOWN_PLOTS_JS)
             plotted += len(plots)
             overflow = visit.page.evaluate(OVERFLOW_JS)
-            unlaid = [p for p in plots if min(p["laid_out"]) == 0 or p["laid_out"] != p["shown"]]
+            unlaid = [p for p in plots if not laid_out(p)]
             if overflow > 0 or unlaid:
                 problems.append((view, overflow, unlaid[:3]))
         assert plotted >= len(VIEW_CLASSES), plotted  # charts were on screen to check
