@@ -1,9 +1,9 @@
 """Worker-side imports, run by worker.js before boot.py: Panel and the app's module, nothing built yet.
 
-The snapshot worker runs only this file before it takes its memory snapshot (snapshot.js), so an interpreter
-restored from that snapshot has done all of it already. worker.js sets ``app_module``, ``panel_cdn_root``,
-``import_groups``, ``packages_installed`` and ``app_installed``; ``timings`` (seconds) goes to the page with the
-render message.
+The snapshot worker runs only this file, and then ``warm_up()``, before it takes its memory snapshot
+(snapshot.js), so an interpreter restored from that snapshot has done all of it already. worker.js sets
+``app_module``, ``panel_cdn_root``, ``import_groups``, ``packages_installed`` and ``app_installed``; ``timings``
+(seconds) goes to the page with the render message.
 """
 
 import gc
@@ -51,3 +51,26 @@ timings["import_app"] = time.perf_counter() - _t
 
 gc.freeze()
 gc.enable()
+
+
+def warm_up() -> None:
+    """Called by the snapshot worker only, before the snapshot is taken: build the default page once, as boot.py
+    does, into a document that is then thrown away. Building a page fills caches that outlive it (param's and
+    Bokeh's per-class tables, the shipped model's weights, ...): in the snapshot, they make a start from it build
+    the learner's page in about half the time (docs/site.md, "Memory snapshot"). The app worker never calls it: on
+    a first visit it would only add its cost."""
+    from panel.io.document import _cleanup_doc
+    from panel.io.pyodide import _doc_json, init_doc
+    from panel.io.state import state
+
+    app = importlib.import_module(app_module)  # noqa: F821 - set by worker.js
+    init_doc()
+    doc = state.curdoc
+    app.create_app(build_hidden_on_load=False, custom_js=False).root.servable()
+    _doc_json(doc, None)  # what write_doc sends, serialized the same way
+    # Panel's own teardown of a session's document: its views' models and watchers dropped, the document destroyed.
+    _cleanup_doc(doc)
+    state._locations.pop(doc, None)
+    state.curdoc = None
+    del doc
+    gc.collect()

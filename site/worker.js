@@ -564,7 +564,7 @@ async function start(msg) {
   post({ type: "render", docs_json, render_items, root_ids, timings, snapshot: restored ? "restored" : "none" });
 }
 
-// The snapshot worker: the app worker's start-up up to prelude.py, then the snapshot (snapshot.js).
+// The snapshot worker: the app worker's start-up up to prelude.py, its warm_up(), then the snapshot (snapshot.js).
 async function makeSnapshot(msg) {
   const cacheName = useManifest(msg.manifest);
   const t0 = performance.now();
@@ -576,6 +576,12 @@ async function makeSnapshot(msg) {
   await loadPackages(manifest.packages, manifest.site.stages.packages);
   const namespace = pyodide.toPy({ app_module: manifest.app_module, panel_cdn_root: manifest.panel_cdn_root });
   await runPrelude(namespace, preludeSource, [], Promise.resolve());
+  const warmUp = namespace.get("warm_up"); // prelude.py: the default page built once and thrown away
+  warmUp();
+  warmUp.destroy();
+  // The function's globals are this namespace, which holds JS promises (runPrelude): out of it, or the two would
+  // keep each other alive (prelude.py froze them for the garbage collector), and no snapshot could be taken.
+  namespace.delete("warm_up");
   namespace.destroy();
   const size = await snapshot.make(pyodide, recorder, root, cacheName, manifest.build_id);
   post({ type: "snapshot", bytes: size, ms: performance.now() - t0 });
