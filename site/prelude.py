@@ -57,8 +57,8 @@ def warm_up() -> None:
     """Called by the snapshot worker only, before the snapshot is taken: build the default page once, as boot.py
     does, into a document that is then thrown away. Building a page fills caches that outlive it (param's and
     Bokeh's per-class tables, the shipped model's weights, ...): in the snapshot, they make a start from it build
-    the learner's page in about half the time (docs/site.md, "Memory snapshot"). The app worker never calls it: on
-    a first visit it would only add its cost."""
+    the learner's page in ~60 % of the time (docs/site.md, "Memory snapshot"). The app worker never calls it: on a
+    first visit it would only add its cost."""
     from panel.io.document import _cleanup_doc
     from panel.io.pyodide import _doc_json, init_doc
     from panel.io.state import state
