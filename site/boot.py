@@ -7,7 +7,6 @@ of the last expression goes to the page as Panel's 'render' message. ``apply_pat
 ``playground.start_building_hidden`` right after 'ready'.
 """
 
-import importlib
 import json
 import time
 
@@ -36,12 +35,8 @@ def link_docs(send_patch: object) -> None:
 init_doc()
 # Under `panel serve` the query string is known while the app is built; give the worker the same.
 set_location(location_json)  # noqa: F821 - set by worker.js
-app = importlib.import_module(app_module)  # noqa: F821 - set by worker.js; imported by prelude.py
 _t = time.perf_counter()
-# The hidden tabs' views are built after 'ready' (worker.js calls playground.start_building_hidden), one at a time,
-# each reaching the page as a patch; a tab opened before that builds its view at once.
-playground = app.create_app(build_hidden_on_load=False, custom_js=False)  # the site's CSP refuses CustomJS
-playground.root.servable()
+playground = build_page()  # noqa: F821 - prelude.py made it
 timings["create_app"] = time.perf_counter() - _t  # noqa: F821 - prelude.py made it
 
 _t = time.perf_counter()

@@ -53,6 +53,16 @@ gc.freeze()
 gc.enable()
 
 
+def build_page() -> object:
+    """The app's page, built as the site serves it (boot.py; warm_up below): the hidden tabs' views are built after
+    'ready' (worker.js calls playground.start_building_hidden), one at a time, each reaching the page as a patch; a
+    tab opened before that builds its view at once. No CustomJS: the site's CSP refuses it."""
+    playground = importlib.import_module(app_module).create_app(  # noqa: F821 - set by worker.js
+        build_hidden_on_load=False, custom_js=False)
+    playground.root.servable()
+    return playground
+
+
 def warm_up() -> None:
     """Called by the snapshot worker only, before the snapshot is taken: build the default page once, as boot.py
     does, into a document that is then thrown away. Building a page fills caches that outlive it (param's and
@@ -63,10 +73,9 @@ def warm_up() -> None:
     from panel.io.pyodide import _doc_json, init_doc
     from panel.io.state import state
 
-    app = importlib.import_module(app_module)  # noqa: F821 - set by worker.js
     init_doc()
     doc = state.curdoc
-    app.create_app(build_hidden_on_load=False, custom_js=False).root.servable()
+    build_page()
     _doc_json(doc, None)  # what write_doc sends, serialized the same way
     # Panel's own teardown of a session's document: its views' models and watchers dropped, the document destroyed.
     _cleanup_doc(doc)
