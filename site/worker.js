@@ -579,9 +579,10 @@ async function makeSnapshot(msg) {
   const warmUp = namespace.get("warm_up"); // prelude.py: the default page built once and thrown away
   warmUp();
   warmUp.destroy();
-  // The function's globals are this namespace, which holds JS promises (runPrelude): out of it, or the two would
-  // keep each other alive (prelude.py froze them for the garbage collector), and no snapshot could be taken.
-  namespace.delete("warm_up");
+  // prelude.py's functions have this namespace as their globals, and it holds JS promises (runPrelude): emptied,
+  // or the two would keep each other alive (prelude.py froze them for the garbage collector), and no snapshot could
+  // be taken.
+  namespace.clear();
   namespace.destroy();
   const size = await snapshot.make(pyodide, recorder, root, cacheName, manifest.build_id);
   post({ type: "snapshot", bytes: size, ms: performance.now() - t0 });
