@@ -229,6 +229,8 @@ function packagesInOrder(lockPackages) {
   return { groups: [...grouped, rest], app };
 }
 
+// Resolves to true when the download thread unpacks the wheels (installUnpacked installs them), false when
+// loadPackage gets the responses requested here.
 async function fetchPackagesEarly(lock, runtimeIn, thread) {
   const { packages } = await lock;
   const { groups, app } = packagesInOrder(packages);
@@ -238,7 +240,10 @@ async function fetchPackagesEarly(lock, runtimeIn, thread) {
       integrity: integrity(packages[name].sha256),
     })),
   );
-  if (thread) return fetchInThread(order, runtimeIn);
+  if (thread) {
+    fetchInThread(order, runtimeIn);
+    return true;
+  }
   let after = runtimeIn;
   for (const group of order) {
     const requested = group.map(({ url, integrity }) => {
@@ -249,52 +254,77 @@ async function fetchPackagesEarly(lock, runtimeIn, thread) {
     });
     if (requested.length) after = Promise.allSettled(requested); // a group of no packages waits for nothing
   }
+  return false;
 }
 
-// The wheels' download thread (fetcher.js). This thread is busy for up to a second at a time while Python starts
-// (one task, which nothing interrupts) and while it installs a group: a response that comes in meanwhile waits, and
-// so does the link once the browser's buffer for it is full. fetcher.js reads each wheel whole on a thread of its
-// own and hands it over as one ArrayBuffer. Not in a worker made from a blob (an opaque origin may start no worker
-// from a URL), nor where a worker cannot start one (then this thread downloads them, all at once), nor on a page a
-// service worker serves (from its cache: nothing to wait for). The thread is started once the runtime's files are
-// in: started with this worker, it held up the runtime by ~0.1 s. The page hands the service worker what the
-// visit fetched (`fetched()`): the thread's downloads are listed with this worker's.
-async function fetchInThread(order, runtimeIn) {
-  const pending = new Map(); // url -> {resolve, reject, integrity}
-  for (const { url, integrity } of order.flat()) {
-    const resp = new Promise((resolve, reject) => pending.set(url, { resolve, reject, integrity }));
-    resp.catch(() => {}); // loadPackage gets the failure
-    early.set(url, resp);
+// The wheels' download thread (fetcher.js), which also unpacks them. This thread is busy for up to a second at a
+// time while Python starts (one task, which nothing interrupts) and while it imports a group: a response that came in
+// meanwhile waited, and so did the link once the browser's buffer for it was full; and Pyodide's loadPackage
+// unpacked each wheel here, in Python (0.40-0.50 s of a cold start, ~950 files). fetcher.js downloads the wheels on a
+// thread of its own, unpacks them there with the browser's inflater, and hands over each wheel's files, which this
+// thread writes into site-packages (installUnpacked). Not in a worker made from a blob (an opaque origin may start
+// no worker from a URL), nor where a worker cannot start one or cannot inflate a stream (there loadPackage installs
+// the wheels this thread downloads, all at once), nor on a page a service worker serves (a nested worker's requests
+// need not go through it: offline, they would fail). The thread is started once the runtime's files are in:
+// started with this worker, it held up the runtime by ~0.1 s. The page hands the service worker what the visit
+// fetched (`fetched()`): the thread's downloads are listed with this worker's.
+const unpacked = new Map(); // absolute URL -> Promise<[[path in the wheel, bytes], ...]>
+// The thread, held until its last wheel is in: Firefox may end a nested worker whose Worker object was garbage
+// collected while it unpacks (seen: the last groups never arrived when Python's failing import made garbage).
+let downloadThread = null;
+
+// fetcher.js inflates a wheel's members with DecompressionStream("deflate-raw") (Chromium 103, Firefox 113,
+// Safari 16.4).
+function inflatesRaw() {
+  try {
+    return Boolean(new DecompressionStream("deflate-raw"));
+  } catch {
+    return false;
   }
-  const here = () => {
-    for (const [url, { resolve, integrity }] of pending) resolve(download(url, url, { integrity }));
+}
+
+// Every wheel's promise is in `unpacked` when this returns (before its first await).
+async function fetchInThread(order, runtimeIn) {
+  const pending = new Map(); // url -> {resolve, reject}
+  for (const { url } of order.flat()) {
+    const files = new Promise((resolve, reject) => pending.set(url, { resolve, reject }));
+    files.catch(() => {}); // its install reports the failure
+    unpacked.set(url, files);
+  }
+  const failAll = (reason) => {
+    for (const [url, { reject }] of pending) {
+      assetFailed(url, reason);
+      reject(new Error(reason));
+    }
+    pending.clear();
   };
   await runtimeIn;
   let thread;
   try {
     thread = new Worker(`${root}fetcher.js`);
-  } catch {
-    return here();
+  } catch (e) {
+    failAll(`the download thread (fetcher.js) did not start: ${e.message || e}`);
+    return;
   }
-  thread.onmessage = ({ data: { url, buffer, type, status, statusText, error } }) => {
+  downloadThread = thread;
+  thread.onmessage = ({ data: { url, files, size, status, error } }) => {
     const { resolve, reject } = pending.get(url);
     pending.delete(url);
-    if (error) {
-      assetFailed(url, `network error (${error})`);
-      reject(new TypeError(error));
-    } else if (status) {
-      assetFailed(url, `HTTP ${status}`);
-      resolve(new Response(null, { status, statusText }));
+    if (!pending.size) downloadThread = null;
+    if (error || status) {
+      const reason = error || `HTTP ${status}`;
+      assetFailed(url, reason);
+      reject(new Error(reason));
     } else {
-      bytes[stageOf(url)] += buffer.byteLength;
+      bytes[stageOf(url)] += size;
       reportProgress();
       fetchedInThread.push(url);
-      resolve(new Response(buffer, { headers: { "Content-Type": type || "application/octet-stream" } }));
+      resolve(files);
     }
   };
   thread.onerror = (event) => {
-    event.preventDefault(); // its script failed to load, say
-    here();
+    event.preventDefault();
+    failAll("the download thread (fetcher.js) could not be loaded");
   };
   thread.postMessage(order);
 }
@@ -432,14 +462,58 @@ function fetchPython(...names) {
 }
 
 // The packages' groups installed one after the other (loadPackage takes one call at a time anyway), each whatever
-// became of the one before: a promise for each group, settled once it is in.
-function installInOrder(groups, label) {
+// became of the one before: a promise for each group, settled once it is in. `install(names, label)`: loadPackages,
+// or installUnpacked when the download thread unpacks the wheels.
+function installInOrder(groups, label, install) {
   let after = Promise.resolve();
   return groups.map((names) => {
-    const install = after.then(() => loadPackages(names, label));
-    after = install.catch(() => {});
-    return install;
+    const installed = after.then(() => install(names, label));
+    after = installed.catch(() => {});
+    return installed;
   });
+}
+
+// What loadPackage does with a wheel, for the wheels the download thread unpacked: their files written into
+// site-packages, their names in pyodide.loadedPackages. Extension modules (NumPy's, MarkupSafe's) are not loaded
+// here: Python's import loads each one when it is first imported (dlopen, synchronous in a worker), so the ones a
+// page never imports (NumPy's random generators) are never compiled. Every package of the group is installed
+// before a failure is reported, as loadPackage does.
+let sitePackages = null;
+
+function installerOfUnpacked(lockPackages) {
+  return async (names, label) => {
+    sitePackages ??= pyodide.runPython("import site; site.getsitepackages()[0]");
+    const failures = [];
+    for (const name of names) {
+      const entry = lockPackages[name];
+      try {
+        if (!entry) throw new Error(`${pretty(name)} is not in the lock file`);
+        writeFiles(await unpacked.get(packageUrl(entry)));
+        pyodide.loadedPackages[name] = "default channel";
+      } catch (e) {
+        failures.push([name, e]);
+      }
+    }
+    pyodide.runPython("import importlib; importlib.invalidate_caches()"); // new folders for the path finders
+    if (failures.length) {
+      const assets = failedAssets((u) => u.endsWith(".whl"));
+      const culprits = failures.map(([name]) => pretty(name)).join(", ");
+      throw new SiteError(`${label}: could not load ${culprits}`, assets || String(failures[0][1].message));
+    }
+  };
+}
+
+function writeFiles(files) {
+  const made = new Set();
+  for (const [name, data] of files) {
+    const path = `${sitePackages}/${name}`;
+    const folder = path.slice(0, path.lastIndexOf("/"));
+    if (!made.has(folder)) {
+      pyodide.FS.mkdirTree(folder);
+      made.add(folder);
+    }
+    pyodide.FS.writeFile(path, data, { canOwn: true }); // the file keeps these bytes: no copy
+  }
 }
 
 // prelude.py (`source`: its text, being fetched): import Panel and the app's module (what a memory snapshot
@@ -517,13 +591,12 @@ async function start(msg) {
   const snapshot = msg.snapshot === false ? null : await importSnapshot();
   const reading = snapshot ? snapshot.load(root, cacheName, manifest.build_id) : null;
   reading?.catch(() => {}); // reported by restoreSnapshot()
-  // A start from a memory snapshot loads no packages; a start from scratch gets them early.
-  const thread = !msg.controlled && !fromBlob && typeof Worker !== "undefined"; // a download thread (fetchInThread)
-  if (!embedded) {
-    Promise.resolve(reading)
-      .then((saved) => saved || fetchPackagesEarly(lock, runtimeIn, thread))
-      .catch(() => {});
-  }
+  // A start from a memory snapshot loads no packages; a start from scratch gets them early. `unpacking`: whether the
+  // download thread unpacks them (fetchInThread).
+  const thread = !msg.controlled && !fromBlob && typeof Worker !== "undefined" && inflatesRaw();
+  const unpacking = embedded ? Promise.resolve(false) : Promise.resolve(reading)
+    .then((saved) => !saved && fetchPackagesEarly(lock, runtimeIn, thread))
+    .catch(() => false);
   const { loadPyodide } = await importPyodide();
   bytes.runtime += manifest.files["build/pyodide/pyodide.mjs"].size;
   if (msg.hold) await released;
@@ -533,15 +606,17 @@ async function start(msg) {
 
   // The packages are installed a group at a time (packagesInOrder), while prelude.py imports what the groups before
   // have installed; the "app" stage's are installed while it imports Panel.
-  const { groups, app } = packagesInOrder((await lock).packages);
+  const lockPackages = (await lock).packages;
+  const { groups, app } = packagesInOrder(lockPackages);
+  const install = (await unpacking) ? installerOfUnpacked(lockPackages) : loadPackages;
   stage("packages");
-  const installs = restored ? [] : installInOrder(groups, manifest.site.stages.packages);
+  const installs = restored ? [] : installInOrder(groups, manifest.site.stages.packages, install);
   const packagesIn = Promise.all(installs).then(() => {
     timings.packages = performance.now() - t0;
     stage("app");
     post({ type: "status", msg: "Importing Panel and building the app" });
   });
-  const appInstalled = restored ? Promise.resolve() : packagesIn.then(() => loadPackages(app, manifest.site.stages.app));
+  const appInstalled = restored ? Promise.resolve() : packagesIn.then(() => install(app, manifest.site.stages.app));
   appInstalled.catch(() => {}); // reported by runPrelude()
   const boot = await bootSource;
   py = pyodide.toPy({

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import shutil
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -81,7 +83,7 @@ def test_cdn_build_offline_ends_on_the_numpy_panel(engines: Engines, engine: str
         page.screenshot("ci-cdn-offline-error")
         assert page.evaluate("document.body.dataset.error") == "1", (page.text("#error"), page.console)
         assert page.evaluate("document.body.dataset.ready") is None
-        assert "NumPy" in page.text("#error-what")
+        assert "NumPy" in page.text("#error-what"), (page.console, page.text("#error-detail"))
         assert "numpy-2.2.5" in page.text("#error-detail")
         assert page.evaluate("() => document.getElementById('retry').getClientRects().length > 0")
         # Only NumPy was asked of another host (HTTPS through the refusing proxy shows as host:port).
@@ -89,3 +91,74 @@ def test_cdn_build_offline_ends_on_the_numpy_panel(engines: Engines, engine: str
         assert all(u.startswith(("https://cdn.jsdelivr.net/pyodide/v0.29.3/full/numpy-", "cdn.jsdelivr.net:443"))
                    for u in page.external), page.external
         assert not [c for c in page.errors() if "Content Security Policy" in c or "pageerror" in c], page.console
+
+
+# fetcher.js (the wheels' download thread) run as the app worker runs it, with the groups given; for each URL, what it
+# answered: the files as [name, sha256 hex, size] in the order it handed them over, or its error.
+UNPACK_JS = """async (groups) => {
+  const worker = new Worker("fetcher.js");
+  const urls = groups.flat().map((f) => f.url);
+  const hex = async (data) =>
+    [...new Uint8Array(await crypto.subtle.digest("SHA-256", data))].map((b) => b.toString(16).padStart(2, "0")).join("");
+  const answers = {};
+  await new Promise((resolve) => {
+    worker.onmessage = async ({ data }) => {
+      answers[data.url] = data.files
+        ? { files: await Promise.all(data.files.map(async ([name, bytes]) => [name, await hex(bytes), bytes.length])) }
+        : { error: data.error ?? null, status: data.status ?? null };
+      if (urls.every((u) => u in answers)) resolve();
+    };
+    worker.postMessage(groups);
+  });
+  return answers;
+}"""
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_download_thread_unpacks_wheels_as_python_reads_them(engines: Engines, engine: str, cdn_site: Path,
+                                                                tmp_path: Path) -> None:
+    """site/fetcher.js unpacks each wheel with the engine's DecompressionStream; the app worker writes what it hands
+    over into site-packages, in that order. Against Python's zipfile: for every wheel of the site and for an odd zip
+    (a stored member, folder entries, a repeated name, names that must not be extracted, an archive comment), the
+    same members with the same bytes in the same order. A file that is not a zip, bytes that do not match their
+    sha256 and a missing file come back as errors (the page names the wheel: test_site.py)."""
+    folder = tmp_path / "served"
+    folder.mkdir()
+    shutil.copy(cdn_site / "fetcher.js", folder)
+    (folder / "index.html").write_text("<!doctype html><title>unpack</title>")
+    wheels = sorted((cdn_site / "build" / "wheels").glob("*.whl"))
+    assert len(wheels) > 10
+    for whl in wheels:
+        shutil.copy(whl, folder)
+    with zipfile.ZipFile(folder / "odd.whl", "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.comment = b"an archive comment"
+        for name, data in (("pkg/", b""), ("pkg/a.py", b"x = 1"), ("pkg/sub/b.bin", bytes(range(256)) * 300),
+                           ("empty/", b""), ("../evil.py", b"no"), ("/abs.py", b"no"), ("pkg/a.py", b"x = 2")):
+            zf.writestr(name, data)
+        zf.writestr(zipfile.ZipInfo("pkg/stored.txt"), b"kept as it is" * 50, compress_type=zipfile.ZIP_STORED)
+    (folder / "not-a-zip.whl").write_bytes(b"<!doctype html>" * 10)
+
+    def expected(path: Path) -> list[list[object]]:
+        with zipfile.ZipFile(path) as zf:
+            return [[i.filename, hashlib.sha256(zf.read(i)).hexdigest(), i.file_size] for i in zf.infolist()
+                    if not i.is_dir() and not i.filename.startswith("/") and ".." not in i.filename.split("/")]
+
+    def sri(path: Path) -> str:
+        return "sha256-" + base64.b64encode(hashlib.sha256(path.read_bytes()).digest()).decode()
+
+    with serve(folder) as url, engines.page(engine) as page:
+        page.goto(url + "index.html")
+        good = [{"url": url + w.name, "integrity": sri(w)} for w in [*wheels, folder / "odd.whl"]]
+        bad = [{"url": url + "not-a-zip.whl", "integrity": sri(folder / "not-a-zip.whl")},
+               {"url": url + wheels[0].name, "integrity": sri(wheels[1])},
+               {"url": url + "missing.whl", "integrity": sri(wheels[0])}]
+        answers = page.evaluate(UNPACK_JS, [good[:1], good[1:]])
+        errors = page.evaluate(UNPACK_JS, [bad])
+    for entry, path in zip(good, [*wheels, folder / "odd.whl"], strict=True):
+        assert answers[entry["url"]] == {"files": expected(path)}, path.name
+    odd = [name for name, _, _ in answers[url + "odd.whl"]["files"]]
+    assert odd == ["pkg/a.py", "pkg/sub/b.bin", "pkg/a.py", "pkg/stored.txt"], odd
+    assert "not a wheel this page can unpack" in errors[url + "not-a-zip.whl"]["error"], errors
+    assert "network error" in errors[url + wheels[0].name]["error"], errors
+    # A 404's body fails the integrity check before its status is seen: a network error, as for any failed fetch.
+    assert errors[url + "missing.whl"]["status"] == 404 or errors[url + "missing.whl"]["error"], errors
