@@ -98,8 +98,8 @@ def test_cdn_build_offline_ends_on_the_numpy_panel(engines: Engines, engine: str
 UNPACK_JS = """async (groups) => {
   const worker = new Worker("fetcher.js");
   const urls = groups.flat().map((f) => f.url);
-  const hex = async (data) =>
-    [...new Uint8Array(await crypto.subtle.digest("SHA-256", data))].map((b) => b.toString(16).padStart(2, "0")).join("");
+  const hex = async (data) => [...new Uint8Array(await crypto.subtle.digest("SHA-256", data))]
+    .map((b) => b.toString(16).padStart(2, "0")).join("");
   const answers = {};
   await new Promise((resolve) => {
     worker.onmessage = async ({ data }) => {
