@@ -180,11 +180,13 @@ def write_browser_assets(wheels: dict[str, Path], lock: dict, vendor: Path) -> l
     """Main-thread JS/CSS, from the same wheels the worker imports; returns the scripts the page loads, in order."""
     panel_version = lock["wheels"]["panel"]["version"]
     (vendor / "bokeh").mkdir(parents=True)
+    patched = bool(patches_for("bokehjs", lock["wheels"]["bokeh"]["version"]))
     with zipfile.ZipFile(wheels["bokeh"]) as zf:
         for js in BOKEH_JS:
-            (vendor / "bokeh" / js).write_bytes(zf.read(f"bokeh/server/static/js/{js}"))
-    if patches_for("bokehjs", lock["wheels"]["bokeh"]["version"]):
-        shutil.copyfile(patched_bokehjs(wheels["bokeh"], lock), vendor / "bokeh" / "bokeh.min.js")
+            if js == "bokeh.min.js" and patched:
+                shutil.copyfile(patched_bokehjs(wheels["bokeh"], lock), vendor / "bokeh" / js)
+            else:
+                (vendor / "bokeh" / js).write_bytes(zf.read(f"bokeh/server/static/js/{js}"))
     dist = vendor / panel_version / "dist"
     with zipfile.ZipFile(wheels["panel"]) as zf:
         for n in zf.namelist():
