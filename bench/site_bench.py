@@ -10,8 +10,9 @@ and micropip installs the unmodified PyPI wheels from local URLs (deps=False: th
 Measures, in headless Chromium: bytes served for a cold visit (total and per group; with --gzip, as a host that
 gzips text and wasm sends them: bytes on the wire), the first real chart and time to ready cold (fresh browser
 context) and warm (reloads: service worker / HTTP cache, V8 code cache, the memory snapshot), wasm heap and page JS
-heap after ready. Network profiles (Chromium's network emulation): localhost (none), 20mbps (20 Mbps / 40 ms),
-5mbps (5 Mbps / 100 ms). Writes artifacts/site-bench-<profile>.json and prints Markdown tables (docs/site.md).
+heap after ready. Network profiles (Chromium's network emulation, on the page and on every worker it starts):
+localhost (none), 20mbps (20 Mbps / 40 ms), 5mbps (5 Mbps / 100 ms). Writes artifacts/site-bench-<profile>.json
+and prints Markdown tables (docs/site.md).
 Ready = `body[data-ready="1"]` for the site; for the baseline, Panel's loading class leaving <body> (the point
 where its worker has rendered the real document). First real chart: the site's pre-rendered first view
 (`siteInfo.timings.firstView`; ready when it is not shown); the baseline's ready (it shows no chart before).
@@ -89,8 +90,56 @@ class CountingHandler(serve.SiteHandler):
 
 
 # Chromium's network emulation (DevTools protocol), per profile: latency in ms, throughput in bytes/s.
+# It holds for the target it is sent to: a page, or a worker. A page's dedicated worker has its requests throttled
+# with the page's, a worker that worker starts (site/fetcher.js, the wheels' download thread) does not: measured,
+# its wheels came in at ~13 Mbps on the 5 Mbps profile. So emulate_everywhere() sends the conditions to every
+# worker too, as each starts, before it runs.
 PROFILES = {"localhost": None, "20mbps": {"latency": 40, "throughput": 20e6 / 8},
             "5mbps": {"latency": 100, "throughput": 5e6 / 8}}
+
+
+def emulate_everywhere(cdp, network: dict) -> None:  # noqa: ANN001 - a Playwright CDPSession on the page
+    """The network conditions on the page and on every worker it starts, nested ones included. Workers are attached
+    paused (waitForDebuggerOnStart), get the conditions and the same auto-attach, then run. Playwright's CDP session
+    speaks to one target, so a worker's session is reached through Target.sendMessageToTarget (non-flat sessions),
+    one wrapping per level of nesting."""
+    conditions = ("Network.emulateNetworkConditions", {
+        "offline": False, "latency": network["latency"], "downloadThroughput": network["throughput"],
+        "uploadThroughput": network["throughput"]})
+    auto_attach = ("Target.setAutoAttach", {"autoAttach": True, "waitForDebuggerOnStart": True, "flatten": False})
+    ids = iter(range(1, 1 << 30))
+
+    def send(path: list[str], method: str, params: dict | None = None) -> None:
+        """`method` on the target at the end of `path` (sessions from the page down)."""
+        if not path:
+            cdp.send(method, params or {})
+            return
+        message: dict = {"id": next(ids), "method": method, "params": params or {}}
+        for session in reversed(path[1:]):
+            message = {"id": next(ids), "method": "Target.sendMessageToTarget",
+                       "params": {"sessionId": session, "message": json.dumps(message)}}
+        cdp.send("Target.sendMessageToTarget", {"sessionId": path[0], "message": json.dumps(message)})
+
+    def attached(path: list[str], params: dict) -> None:
+        child = [*path, params["sessionId"]]
+        steps = [("Network.enable", None), conditions, auto_attach, ("Runtime.runIfWaitingForDebugger", None)]
+        for method, args in steps:
+            send(child, method, args)
+
+    def received(path: list[str], params: dict) -> None:
+        """A message from a worker's session: an event of a worker it attached, or of one further down."""
+        event = json.loads(params["message"])
+        inner = [*path, params["sessionId"]]
+        if event.get("method") == "Target.attachedToTarget":
+            attached(inner, event["params"])
+        elif event.get("method") == "Target.receivedMessageFromTarget":
+            received(inner, event["params"])
+
+    cdp.on("Target.attachedToTarget", lambda params: attached([], params))
+    cdp.on("Target.receivedMessageFromTarget", lambda params: received([], params))
+    cdp.send("Network.enable")
+    cdp.send(*conditions)
+    cdp.send(*auto_attach)
 
 
 def serving(site: Path):  # noqa: ANN201
@@ -263,11 +312,7 @@ def visit(browser, url: str, ready_js: str, warm_runs: int, network: dict | None
                else external.append(r.url))
     page = context.new_page()
     if network:
-        cdp = context.new_cdp_session(page)
-        cdp.send("Network.enable")
-        cdp.send("Network.emulateNetworkConditions", {
-            "offline": False, "latency": network["latency"], "downloadThroughput": network["throughput"],
-            "uploadThroughput": network["throughput"]})
+        emulate_everywhere(context.new_cdp_session(page), network)
     CountingHandler.served.clear()
     CountingHandler.times.clear()
     result: dict = {"cold": None, "warm": [], "external": external}
