@@ -383,13 +383,16 @@ async function loadPackages(names, label) {
   const missing = names.filter((n) => !got.has(n));
   if (missing.length || errors.length) {
     // A failed download makes loadPackage give up on every package: name the ones whose files failed.
-    const assets = failedAssets((u) => u.endsWith(".whl"));
     const culprits = failed.filter((f) => f.url.endsWith(".whl")).map((f) => named(f.url));
-    throw new SiteError(
-      `${label}: could not load ${(culprits.length ? culprits : missing.map(pretty)).join(", ")}`,
-      assets || errors.join("\n") || "loadPackage did not load them",
-    );
+    throw installError(label, culprits.length ? culprits : missing.map(pretty),
+      errors.join("\n") || "loadPackage did not load them");
   }
+}
+
+// The error of an install that failed: what could not be loaded, and why (the failed downloads, else `detail`).
+function installError(label, culprits, detail) {
+  const assets = failedAssets((u) => u.endsWith(".whl"));
+  return new SiteError(`${label}: could not load ${culprits.join(", ")}`, assets || detail);
 }
 
 const PYODIDE_MODULE = "Pyodide's module (build/pyodide/pyodide.mjs)";
@@ -496,9 +499,7 @@ function installerOfUnpacked(lockPackages) {
     }
     pyodide.runPython("import importlib; importlib.invalidate_caches()"); // new folders for the path finders
     if (failures.length) {
-      const assets = failedAssets((u) => u.endsWith(".whl"));
-      const culprits = failures.map(([name]) => pretty(name)).join(", ");
-      throw new SiteError(`${label}: could not load ${culprits}`, assets || String(failures[0][1].message));
+      throw installError(label, failures.map(([name]) => pretty(name)), String(failures[0][1].message));
     }
   };
 }
