@@ -265,9 +265,11 @@ async function fetchPackagesEarly(lock, runtimeIn, thread) {
 // thread writes into site-packages (installUnpacked). Not in a worker made from a blob (an opaque origin may start
 // no worker from a URL), nor where a worker cannot start one or cannot inflate a stream (there loadPackage installs
 // the wheels this thread downloads, all at once), nor on a page a service worker serves (a nested worker's requests
-// need not go through it: offline, they would fail). The thread is started once the runtime's files are in:
-// started with this worker, it held up the runtime by ~0.1 s. The page hands the service worker what the visit
-// fetched (`fetched()`): the thread's downloads are listed with this worker's.
+// need not go through it: offline, they would fail). The thread is made at once but given the wheels to download
+// only once the runtime's files are in (downloading beside them, it held up the runtime by ~0.1-0.2 s). Made then,
+// it started only once Python was up, ~1 s later: Chromium loads a nested worker's script through its parent's
+// thread, which Python's start keeps busy, and the link stood idle meanwhile. The page hands the service worker what
+// the visit fetched (`fetched()`): the thread's downloads are listed with this worker's.
 const unpacked = new Map(); // absolute URL -> Promise<[[path in the wheel, bytes], ...]>
 // The thread, held until its last wheel is in: Firefox may end a nested worker whose Worker object was garbage
 // collected while it unpacks (seen: the last groups never arrived when Python's failing import made garbage).
@@ -298,7 +300,6 @@ async function fetchInThread(order, runtimeIn) {
     }
     pending.clear();
   };
-  await runtimeIn;
   let thread;
   try {
     thread = new Worker(`${root}fetcher.js`);
@@ -326,6 +327,7 @@ async function fetchInThread(order, runtimeIn) {
     event.preventDefault();
     failAll("the download thread (fetcher.js) could not be loaded");
   };
+  await runtimeIn;
   thread.postMessage(order);
 }
 
