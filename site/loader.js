@@ -164,19 +164,22 @@ async function workerFiles() {
   return [Object.fromEntries(paths.map((path, i) => [path, files[i]])), files.map((f) => f.bytes)];
 }
 
-// Panel's stylesheets, which its document names by URL under manifest.panel_cdn_root: in the portable file
-// those URLs are rewritten to blob: URLs of the embedded copies (docsJson and every patch).
+// The stylesheets the document names by URL (Panel's, under manifest.panel_cdn_root, and the app's,
+// manifest.app_stylesheet): in the portable file those URLs are rewritten to blob: URLs of the embedded copies
+// (docsJson and every patch).
 let vendorUrls = null;
 
 async function portableStylesheets(manifest) {
   const prefix = manifest.panel_cdn_root.replace(/^\.\//, "");
-  const paths = portable.parts.map((p) => p.path).filter((p) => p.startsWith(prefix) && !p.endsWith(".js"));
+  const app = manifest.app_stylesheet.replace(/^\.\//, "");
+  const paths = portable.parts.map((p) => p.path)
+    .filter((p) => (p.startsWith(prefix) && !p.endsWith(".js")) || p === app);
   const blobs = await Promise.all(paths.map(embeddedFile));
   vendorUrls = new Map(paths.map((path, i) => [`./${path}`, URL.createObjectURL(blobs[i])]));
 }
 
 function localUrls(text) {
-  return vendorUrls ? text.replace(/\.\/build\/vendor\/[\w./-]+/g, (url) => vendorUrls.get(url) || url) : text;
+  return vendorUrls ? text.replace(/\.\/build\/[\w./-]+/g, (url) => vendorUrls.get(url) || url) : text;
 }
 
 // ----------------------------------------------------------------------------------- service worker

@@ -2,8 +2,8 @@
 
 The snapshot worker runs only this file, and then ``warm_up()``, before it takes its memory snapshot
 (snapshot.js), so an interpreter restored from that snapshot has done all of it already. worker.js sets
-``app_module``, ``panel_cdn_root``, ``import_groups``, ``packages_installed`` and ``app_installed``; ``timings``
-(seconds) goes to the page with the render message.
+``app_module``, ``app_stylesheet``, ``panel_cdn_root``, ``import_groups``, ``packages_installed`` and
+``app_installed``; ``timings`` (seconds) goes to the page with the render message.
 """
 
 import gc
@@ -58,7 +58,7 @@ def build_page() -> object:
     'ready' (worker.js calls playground.start_building_hidden), one at a time, each reaching the page as a patch; a
     tab opened before that builds its view at once. No CustomJS: the site's CSP refuses it."""
     playground = importlib.import_module(app_module).create_app(  # noqa: F821 - set by worker.js
-        build_hidden_on_load=False, custom_js=False)
+        build_hidden_on_load=False, custom_js=False, stylesheet_url=app_stylesheet)  # noqa: F821 - set by worker.js
     playground.root.servable()
     return playground
 

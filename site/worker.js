@@ -625,6 +625,7 @@ async function start(msg) {
   py = pyodide.toPy({
     location_json: msg.location,
     app_module: manifest.app_module,
+    app_stylesheet: manifest.app_stylesheet,
     panel_cdn_root: manifest.panel_cdn_root,
   });
   await runPrelude(py, preludeSource, installs, appInstalled);
@@ -652,7 +653,11 @@ async function makeSnapshot(msg) {
   const { recorder, options } = snapshot.makeOptions();
   await startPyodide(loadPyodide, fetchLock(), options);
   await loadPackages(manifest.packages, manifest.site.stages.packages);
-  const namespace = pyodide.toPy({ app_module: manifest.app_module, panel_cdn_root: manifest.panel_cdn_root });
+  const namespace = pyodide.toPy({
+    app_module: manifest.app_module,
+    app_stylesheet: manifest.app_stylesheet,
+    panel_cdn_root: manifest.panel_cdn_root,
+  });
   await runPrelude(namespace, preludeSource, [], Promise.resolve());
   const warmUp = namespace.get("warm_up"); // prelude.py: the default page built once and thrown away
   warmUp();

@@ -27,7 +27,7 @@ from playground.views.patching import PatchingView
 from playground.views.residual import ResidualView
 from playground.views.tokens import TokenStrip
 
-pn.extension(raw_css=[STYLES], notifications=False)
+pn.extension(notifications=False)  # the app's stylesheet is added per document (create_app, add_styles)
 
 # Each view's class and its label in the view switcher, in the switcher's order. Adding a view is one line here
 # (and its name in state.VIEWS).
@@ -300,17 +300,28 @@ class Playground:
         self.announce.object = f"<div role='status' class='pg-visually-hidden'>{text}</div>"
 
 
-def create_app(*, build_hidden_on_load: bool = True, custom_js: bool = True) -> Playground:
+def add_styles(stylesheet_url: str | None) -> None:
+    """The app's stylesheet (STYLES) on every component of this session's document: Panel keeps raw_css and
+    css_files per document once one exists. Raw CSS is copied into each component's model: ~230 copies of its 5 kB
+    once every view is built, in each document message and in the page's memory (~3 MB after a collection, measured
+    in Chromium). A .css URL becomes one stylesheet model per document, which each component links."""
+    if stylesheet_url:
+        if stylesheet_url not in pn.config.css_files:
+            pn.config.css_files = [*pn.config.css_files, stylesheet_url]
+    elif STYLES not in pn.config.raw_css:
+        pn.config.raw_css = [*pn.config.raw_css, STYLES]
+
+
+def create_app(*, build_hidden_on_load: bool = True, custom_js: bool = True,
+               stylesheet_url: str | None = None) -> Playground:
     """One session's playground (`panel serve` and the static site both call this); `.root` is what to show.
 
     The views of the hidden tabs are built after the first render, one at a time (``start_building_hidden()``, so
     that a learner's first click waits for one view at most): on the document's load event by default (what
     `panel serve` needs), or, with ``build_hidden_on_load=False``, when the host calls it (the static site, after
-    'ready'). ``custom_js=False``: the host's page cannot run Bokeh's CustomJS (the static site's CSP)."""
-    # Panel keeps raw_css per document: in the static site the module (and its pn.extension call) is imported
-    # before the document exists, and the document's own copy would lack the app's styles without this.
-    if STYLES not in pn.config.raw_css:
-        pn.config.raw_css = [*pn.config.raw_css, STYLES]
+    'ready'). ``custom_js=False``: the host's page cannot run Bokeh's CustomJS (the static site's CSP).
+    ``stylesheet_url``: where the host serves STYLES as a file (the static site); without it, the text is inlined."""
+    add_styles(stylesheet_url)
     state = PlaygroundState()
     sync_url(state)  # the URL's values (view=, embed=, prompt=...) first: then only the view they show is built
     playground = Playground(state, custom_js=custom_js)

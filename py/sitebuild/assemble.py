@@ -66,6 +66,10 @@ RUNTIME_FILES = ("pyodide.mjs", "pyodide.js", "pyodide.asm.js", "pyodide.asm.was
 # libraries (tabulator, vtk, deck.gl, ...) this app does not use.
 PANEL_DIST = re.compile(r"^panel/dist/(panel\.min\.js|css/.*|assets/.*\.svg|bundled/(theme|css)/.*)$")
 APP_WHEEL = ("slm_playground", "0.1.0")
+# The app's stylesheet (in py/), served as it is, relative to the page: every component of the document links it
+# (playground.app.add_styles) instead of each one's model carrying a copy of its text.
+APP_STYLESHEET_SOURCE = "playground/views/styles.css"
+APP_STYLESHEET = "./build/app.css"
 # Files the site also ships gzip-compressed, for static hosts that send them as they are (many do not compress
 # wasm): a first visit downloads the copy and the worker decompresses it (site/worker.js, which serves it as wasm).
 # 8.6 MB -> 2.7 MB.
@@ -132,7 +136,8 @@ def build(site: Path = SITE, py_dir: Path = PY_DIR, pyodide_packages: Path | Non
     write_runtime(pkg, lock, out / "pyodide")
     write_gzip_copies(site)
     main_js = write_browser_assets(wheels, lock, out / "vendor")
-    prerendered = first_view.write(site, py_dir, PANEL_CDN_ROOT, log)
+    shutil.copyfile(py_dir / APP_STYLESHEET_SOURCE, site / APP_STYLESHEET)
+    prerendered = first_view.write(site, py_dir, PANEL_CDN_ROOT, APP_STYLESHEET, log)
     entries = write_wheels(pkg, lock, wheels, sdists, py_dir, out / "wheels")
     remote = write_vendored(pkg, lock, official, vendored, entries, out / "wheels")
     if "numpy" in vendored:
@@ -301,6 +306,7 @@ def write_manifest(site: Path, lock: dict, facts: dict, packages: list[str], rem
         "pyodide_version": lock["pyodide"]["version"],
         "panel_cdn_root": PANEL_CDN_ROOT,
         "app_module": "playground.app",
+        "app_stylesheet": APP_STYLESHEET,
         "site": facts,
         "first_view": prerendered,  # sitebuild/first_view.py; null when the build could not render it
         "packages": packages,

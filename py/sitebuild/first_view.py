@@ -22,13 +22,15 @@ from pathlib import Path
 FIRST_VIEW_FILE = "build/first-view.json"
 
 
-def write(site: Path, py_dir: Path, panel_cdn_root: str, log) -> dict | None:  # noqa: ANN001 - log: common.log
-    """Render the first view into site/FIRST_VIEW_FILE; what the manifest says of it (None when skipped)."""
+def write(site: Path, py_dir: Path, panel_cdn_root: str, stylesheet_url: str,
+          log) -> dict | None:  # noqa: ANN001 - log: common.log
+    """Render the first view into site/FIRST_VIEW_FILE; what the manifest says of it (None when skipped).
+    `stylesheet_url`: where the site serves the app's stylesheet (the live app links it there too)."""
     out = site / FIRST_VIEW_FILE
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(py_dir), str(Path(__file__).resolve().parents[1])]),
            "PANEL_CDN_ROOT": panel_cdn_root, "OPENBLAS_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-m", "sitebuild.first_view", str(out)], env=env, capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-m", "sitebuild.first_view", str(out), stylesheet_url], env=env,
+                          capture_output=True, text=True, timeout=300)
     if proc.returncode != 0:
         reason = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         log(f"no pre-rendered first view ({FIRST_VIEW_FILE}): rendering it in this Python failed: {reason}")
@@ -37,7 +39,7 @@ def write(site: Path, py_dir: Path, panel_cdn_root: str, log) -> dict | None:  #
     return {"path": FIRST_VIEW_FILE, "state_params": json.loads(out.read_text())["state_params"]}
 
 
-def render() -> dict:
+def render(stylesheet_url: str) -> dict:
     """The default state's page as Panel's worker renders it (panel.io.pyodide.write_doc: the document's JSON,
     its render items and root ids), and the URL parameters that make a state other than the default."""
     import panel as pn
@@ -54,7 +56,8 @@ def render() -> dict:
     # adds a version query to some (loading.css?v=...). In CDN mode here the URLs are the worker's, so the live
     # document finds the first view's stylesheets loaded instead of downloading one again.
     with set_resource_mode("cdn"):
-        playground = create_app(build_hidden_on_load=False, custom_js=False)  # as site/boot.py: the same page
+        # as site/prelude.py's build_page: the same page
+        playground = create_app(build_hidden_on_load=False, custom_js=False, stylesheet_url=stylesheet_url)
         playground.root.server_doc(doc)
     docs_json, render_items = standalone_docs_json_and_render_items(doc.roots, suppress_callback_warning=True)
     # Bokeh names the document and the roots' elements with random UUIDs: fixed names keep the build reproducible
@@ -68,4 +71,4 @@ def render() -> dict:
 
 
 if __name__ == "__main__":
-    Path(sys.argv[1]).write_text(json.dumps(render(), separators=(",", ":")))
+    Path(sys.argv[1]).write_text(json.dumps(render(sys.argv[2]), separators=(",", ":")))

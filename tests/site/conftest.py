@@ -93,6 +93,14 @@ MAP_BOX_JS = """() => {
 }"""
 
 
+
+def token_box_height(page) -> float:  # noqa: ANN001 - a Playwright page
+    """The height of the token strip's first box. The app's stylesheet (py/playground/views/styles.css) draws each
+    token as a box a finger can press, at least 44 px tall; without it, a token is one line of text (~20 px)."""
+    box = page.locator(".pg-tokens label").first.bounding_box()
+    return box["height"] if box else 0.0
+
+
 class Visit:
     """One browser context with every request recorded; requests to other hosts are aborted (no internet in
     tests). A context manager: ``with Visit(browser, url) as visit: visit.open()`` closes the context after."""

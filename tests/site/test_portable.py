@@ -23,7 +23,7 @@ from engines import ENGINES, Engines
 from test_engines_e2e import generate as generate_in
 from test_engines_e2e import show_tab
 
-from conftest import Visit, run_build, serve
+from conftest import Visit, run_build, serve, token_box_height
 
 PORTABLE = "build/transformer-playground.html"
 # What a file:// page may load: itself, and the blob: URLs it makes of what it embeds.
@@ -191,6 +191,7 @@ def test_portable_file_runs_the_playground_from_disk_offline(browser: object, ve
         page = visit.page
         assert page.evaluate("document.body.dataset.ready") == "1", (page.text_content("#error"), visit.console)
         assert page.locator("input[placeholder='the cat chased the dog']").input_value().startswith("the cat")
+        assert token_box_height(page) >= 44  # the app's stylesheet, from the file (a blob: URL) like Panel's own
         visit.wait_js(f"({SOURCES_JS})('weight').some((n) => n > 0)", timeout_s=30)
         for tab, column, shot in (("Residual stream", "value", "portable-02-residual"),
                                   ("Next token", "prob", "portable-03-next-token")):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import MAP_NODES_JS, ROOT, Visit, built, run_build, serve
+from conftest import MAP_NODES_JS, ROOT, Visit, built, run_build, serve, token_box_height
 from sitebuild import assemble, patches, slim
 from sitebuild.common import BuildError
 from sitebuild.serve import SiteHandler, serving
@@ -383,6 +383,22 @@ def test_app_code_ships_as_a_wheel_not_inlined(cdn_site: Path) -> None:
         assert "create_app" not in text, js
 
 
+def test_the_apps_stylesheet_is_one_file_that_every_component_links(cdn_site: Path) -> None:
+    """The app's CSS is served as it is, and the documents name it by URL: the first view's JSON holds the URL, not
+    the text, which each component's model would otherwise carry (playground.app.add_styles)."""
+    manifest = json.loads((cdn_site / "build" / "manifest.json").read_text())
+    url = manifest["app_stylesheet"]
+    assert url.startswith("./build/") and url.endswith(".css")
+    source = ROOT / "py" / assemble.APP_STYLESHEET_SOURCE
+    assert (cdn_site / url).read_bytes() == source.read_bytes()
+    first_view = json.loads((cdn_site / "build" / "first-view.json").read_text())["docs_json"]
+    rule = source.read_text().splitlines()[0]  # ".pg-title { ... }"
+    assert rule.startswith(".pg-title") and rule not in first_view
+    # One stylesheet model, which the page's components reference (Bokeh's JSON: {"id": ...}).
+    (model,) = re.findall(r'"id": "(\w+)", "attributes": \{"url": ' + re.escape(json.dumps(url)), first_view)
+    assert first_view.count(json.dumps(url)) == 1 and first_view.count(f'{{"id": "{model}"}}') > 20
+
+
 def test_pages_have_a_strict_csp_and_no_inline_script(cdn_site: Path, fake_vendored_site: tuple[Path, str]) -> None:
     for site, cdn_allowed in ((cdn_site, True), (fake_vendored_site[0], False)):
         for page in ("index.html", "embed.html"):
@@ -670,6 +686,7 @@ def test_first_view_shows_the_default_page_before_python(browser: object, fake_v
         visit.screenshot("ci-first-view")
         assert page.evaluate("document.querySelector('#app').inert") is True
         assert page.is_visible("#loading") and page.is_visible(".first-view-note")
+        assert token_box_height(page) >= 44  # the app's stylesheet, linked (below)
         assert page.evaluate("document.body.dataset.ready") is None
         expected = Playground(PlaygroundState()).views["map"].source.data
         assert shown["name"] == list(expected["name"])

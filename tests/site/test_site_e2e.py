@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ALL_SOURCES_JS, ARTIFACTS, MAP_BOX_JS, Visit, built, pyodide_packages_dir, serve
+from conftest import ALL_SOURCES_JS, ARTIFACTS, MAP_BOX_JS, Visit, built, pyodide_packages_dir, serve, token_box_height
 
 PACKAGES = pyodide_packages_dir()
 pytestmark = pytest.mark.skipif(
@@ -368,6 +368,7 @@ def test_first_view_is_the_live_app_until_it_is_replaced(browser: object, site: 
         page.wait_for_selector("body[data-first-view='shown']", state="attached", timeout=60_000)
         first = page.evaluate(ALL_SOURCES_JS)
         first_box = page.evaluate(MAP_BOX_JS)
+        first_tokens = token_box_height(page)
         visit.screenshot("e2e-first-view")
         assert page.evaluate("document.body.dataset.ready") is None, "too late: the live app came first"
         page.wait_for_selector("body[data-ready='1']", state="attached", timeout=180_000)
@@ -384,6 +385,7 @@ def test_first_view_is_the_live_app_until_it_is_replaced(browser: object, site: 
         assert page.evaluate("Bokeh.documents.length") == 1  # the first view's document went with it
         assert page.evaluate("document.querySelector('#app').inert") is False
         live_box = page.evaluate(MAP_BOX_JS)
+        assert first_tokens >= 44 and token_box_height(page) >= 44  # both styled by the app's linked stylesheet
         assert len(first_box) == len(live_box) == 1, (first_box, live_box)
         assert all(abs(first_box[0][k] - live_box[0][k]) < 1 for k in ("x", "y", "width", "height")), (
             first_box, live_box)

@@ -7,6 +7,7 @@ import functools
 import html
 import io
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import panel as pn
@@ -204,74 +205,6 @@ def label_axis(axis: object, labels: list[str]) -> None:
     axis.major_label_overrides = dict(enumerate(labels))
 
 
-STYLES = """
-.pg-title { margin: 6px 0 2px 0; font-weight: 600; color: #222; }
-h1.pg-title { font-size: 1.6rem; }
-h2.pg-title { font-size: 1.3rem; }
-h3.pg-title { font-size: 1.05rem; }
-.pg-caption { color: #444; font-size: 14px; line-height: 1.45; max-width: 820px; }
-.pg-note { background: #fff8e1; border-left: 4px solid #e6a700; padding: 6px 10px; font-size: 14px; color: #333;
-           max-width: 800px; }
-.pg-calm { background: #eef6fb; border-left: 4px solid #56B4E9; padding: 6px 10px; font-size: 14px; color: #333;
-           max-width: 800px; }
-.pg-stream { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 15px; line-height: 2;
-             max-width: 820px; overflow-wrap: anywhere; }
-.pg-stream .pg-prompt { color: #555; }
-.pg-stream .pg-tok { padding: 2px 3px; margin: 0 1px; border-radius: 3px; border: 1px solid #9cc7e4; }
-.pg-table { border-collapse: collapse; font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 12px;
-            margin: 2px 12px 10px 0; }
-.pg-table th, .pg-table td { border: 1px solid #ddd; padding: 2px 6px; text-align: right; }
-.pg-table th { background: #f5f5f5; font-weight: 600; }
-.pg-table td.pg-tokcell { text-align: left; font-weight: 600; }
-.pg-table tr.pg-changed td { background: #fde0cc; }
-.pg-table tr.pg-same td.pg-tokcell::after { content: " ="; color: #0072B2; }
-.pg-table tr.pg-changed td.pg-tokcell::after { content: " ≠"; color: #B34700; }
-.pg-table th.pg-group, .pg-table td.pg-group { border-left: 2px solid #777; }
-.pg-tables { display: flex; flex-wrap: wrap; gap: 0 8px; }
-.pg-scroll { max-width: 100%; overflow-x: auto; }
-.pg-legend { font-size: 12px; color: #555; }
-.pg-group-label { font-size: 13px; color: #222; line-height: 1.2; }
-.pg-visually-hidden { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0);
-                      white-space: nowrap; }
-details.pg-numbers { margin: 2px 0 8px 0; font-size: 14px; max-width: 100%; }
-details.pg-numbers summary { cursor: pointer; color: #0b5cab; min-height: 24px; padding: 4px 0; }
-.pg-summary { font-size: 14px; color: #222; }
-/* Visible keyboard focus everywhere, including inside Bokeh's and Panel's shadow roots (this sheet is added to
-   every one of them). */
-:focus-visible { outline: 3px solid #B34700 !important; outline-offset: 2px; }
-/* Radio groups drawn as boxes: the token strip and the view switcher. The native radio stays (focusable, arrow
-   keys, read aloud) but is drawn as nothing; its label is the box. */
-:host(.pg-tokens) .bk-input-group, :host(.pg-switcher) .bk-input-group { display: flex; flex-wrap: wrap;
-                                                                        gap: 6px; }
-:host(.pg-tokens) .bk-input-group { counter-reset: pos -1; }
-:host(.pg-tokens) input, :host(.pg-switcher) input { position: absolute; opacity: 0; width: 1px; height: 1px;
-                                                     margin: 0; }
-:host(.pg-tokens) label { counter-increment: pos; display: inline-flex; flex-direction: column;
-                          align-items: center; justify-content: center; min-width: 44px; min-height: 44px;
-                          box-sizing: border-box; padding: 2px 8px; border: 1.5px solid #56B4E9;
-                          border-radius: 6px; background: #eef6fb; cursor: pointer; margin: 0; }
-:host(.pg-tokens) label span { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 14px;
-                               color: #111; }
-:host(.pg-tokens) label::after { content: counter(pos); font-size: 11px; color: #444; line-height: 1; }
-:host(.pg-tokens) label:has(input:checked) { background: #9cc7e4; border-color: #0b5cab; border-width: 2.5px; }
-:host(.pg-tokens) label:has(input:checked) span { font-weight: 700; }
-:host(.pg-tokens) label:has(input:focus-visible), :host(.pg-switcher) label:has(input:focus-visible) {
-  outline: 3px solid #B34700; outline-offset: 2px; }
-:host(.pg-switcher) .bk-input-group { border-bottom: 2px solid #ccd; gap: 2px; }
-:host(.pg-tokens) .bk-input-group > label, :host(.pg-switcher) .bk-input-group > label { margin: 0 !important;
-                                                                                           position: relative; }
-:host(.pg-switcher) label { display: inline-flex; align-items: center; min-height: 44px; padding: 0 14px;
-                            margin: 0; border-radius: 6px 6px 0 0; cursor: pointer; font-size: 15px;
-                            color: #333; border: 1px solid transparent; border-bottom: none; }
-:host(.pg-switcher) label:hover { background: #f2f5f9; }
-:host(.pg-switcher) label:has(input:checked) { color: #0b5cab; font-weight: 600; background: #eef6fb;
-                                               border-color: #ccd; box-shadow: inset 0 -3px 0 #0b5cab; }
-/* Number boxes without their tiny unnamed up/down buttons (the arrow keys and the keyboard still step them). */
-.bk-spin-wrapper .bk-spin-btn, .bk-spin-btn { display: none !important; }
-/* Fingers: controls a finger presses are at least 44 px tall. */
-:host(.pg-press) .bk-btn, :host(.pg-head-button) .bk-btn { min-height: 44px; }
-@media (pointer: coarse) {
-  .bk-btn, select.bk-input, input.bk-input { min-height: 44px; }
-  details.pg-numbers summary { padding: 12px 0; }
-}
-"""
+# The app's stylesheet, on every component (app.add_styles): a file of its own, which the static site serves as it is.
+STYLESHEET = Path(__file__).with_name("styles.css")
+STYLES = STYLESHEET.read_text(encoding="utf-8")
