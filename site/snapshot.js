@@ -17,7 +17,6 @@
 
 const FORMAT = 1; // bump when what is stored changes
 const KEYS = { heap: "snapshot/heap.bin", files: "snapshot/files.bin", meta: "snapshot/meta.json" };
-const SITE_PACKAGES = "/lib/python3.13/site-packages";
 
 const cacheKey = (root, name) => `${root}build/${KEYS[name]}`;
 
@@ -134,7 +133,8 @@ export async function make(pyodide, recorder, root, cacheName, buildId) {
   const inMemory = pyodide.runPython(IMPORTED_BYTECODE);
   const imported = new Set(inMemory.toJs());
   inMemory.destroy();
-  const { index, blob } = packFiles(listFiles(M.FS, SITE_PACKAGES).filter(([path]) => !imported.has(path)));
+  const sitePackages = pyodide.runPython("import site; site.getsitepackages()[0]"); // as worker.js installs there
+  const { index, blob } = packFiles(listFiles(M.FS, sitePackages).filter(([path]) => !imported.has(path)));
   const meta = { format: FORMAT, build: buildId, libs: libs.map((l, i) => ({ ...l, ...recorder.bases[i] })),
     handles, packages, files: index };
   // Three entries, one id: another tab saving its own snapshot at the same time must not mix its parts in.
