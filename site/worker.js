@@ -519,6 +519,13 @@ function writeFiles(files) {
   }
 }
 
+// The manifest's facts prelude.py reads (the app worker's namespace and the snapshot worker's alike).
+const preludeFacts = () => ({
+  app_module: manifest.app_module,
+  app_stylesheet: manifest.app_stylesheet,
+  panel_cdn_root: manifest.panel_cdn_root,
+});
+
 // prelude.py (`source`: its text, being fetched): import Panel and the app's module (what a memory snapshot
 // holds). `installs` are the packages' groups being installed (none: they are), `appInstalled` the "app" stage's
 // wheels: prelude.py imports each group's module (manifest.import_groups) once the group has settled, Panel once all
@@ -622,12 +629,7 @@ async function start(msg) {
   const appInstalled = restored ? Promise.resolve() : packagesIn.then(() => install(app, manifest.site.stages.app));
   appInstalled.catch(() => {}); // reported by runPrelude()
   const boot = await bootSource;
-  py = pyodide.toPy({
-    location_json: msg.location,
-    app_module: manifest.app_module,
-    app_stylesheet: manifest.app_stylesheet,
-    panel_cdn_root: manifest.panel_cdn_root,
-  });
+  py = pyodide.toPy({ location_json: msg.location, ...preludeFacts() });
   await runPrelude(py, preludeSource, installs, appInstalled);
   let result;
   try {
@@ -653,11 +655,7 @@ async function makeSnapshot(msg) {
   const { recorder, options } = snapshot.makeOptions();
   await startPyodide(loadPyodide, fetchLock(), options);
   await loadPackages(manifest.packages, manifest.site.stages.packages);
-  const namespace = pyodide.toPy({
-    app_module: manifest.app_module,
-    app_stylesheet: manifest.app_stylesheet,
-    panel_cdn_root: manifest.panel_cdn_root,
-  });
+  const namespace = pyodide.toPy(preludeFacts());
   await runPrelude(namespace, preludeSource, [], Promise.resolve());
   const warmUp = namespace.get("warm_up"); // prelude.py: the default page built once and thrown away
   warmUp();
