@@ -136,7 +136,7 @@ async function download(url, input, init) {
   }
   if (copy) {
     extraTotal[stage] += knownSize(copy) - size; // the page's total counts the file itself
-    resp = decompressed(resp);
+    resp = await decompressed(resp);
     wasmFromCopy = true;
   }
   // A decompressed copy is kept under the file's own name whether or not this visit keeps its other downloads: a
@@ -182,15 +182,23 @@ let wasmFromCopy = false; // set by download() before it hands over the copy's r
 const instantiateStreaming = WebAssembly.instantiateStreaming;
 WebAssembly.instantiateStreaming = async (source, imports) => {
   const response = await source; // Pyodide passes the promise of its fetch()
-  return instantiateStreaming(response, imports, wasmFromCopy ? undefined : { builtins: ["js-string"] });
+  try {
+    return await instantiateStreaming(response, imports, wasmFromCopy ? undefined : { builtins: ["js-string"] });
+  } catch (e) {
+    // Pyodide only logs this and then waits forever: the page must hear of it.
+    postError(`${manifest.site.stages.runtime}: could not compile the WebAssembly runtime`, String(e.message || e));
+    throw e;
+  }
 };
 
-// The file from its gzip copy, decompressed as it streams in (its compiling starts with the first bytes). A host
-// that sends the copy with Content-Encoding: gzip had the browser decompress it already.
-function decompressed(resp) {
+// The file from its gzip copy, read whole and then inflated from memory. (Piping the network stream through the
+// inflater corrupted it in Firefox ESR 140's module workers: "incorrect header check".) A host that sends the copy
+// with Content-Encoding: gzip had the browser decompress it already.
+async function decompressed(resp) {
   const type = { headers: { "Content-Type": "application/wasm" } };
   if (resp.headers.get("Content-Encoding")) return new Response(resp.body, type);
-  return new Response(resp.body.pipeThrough(new DecompressionStream("gzip")), type);
+  const gz = new Blob([await resp.arrayBuffer()]);
+  return new Response(await new Response(gz.stream().pipeThrough(new DecompressionStream("gzip"))).arrayBuffer(), type);
 }
 
 // -------------------------------------------------------------------------------- packages, early

@@ -23,6 +23,25 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
+# Firefox ESR 140, which students still run beside the newer ESR apt installs: Debian's package unpacked into .cache/
+# (apt cannot hold two versions of one package). Its streams and BiDi differ from the newer ESR's.
+ff140=.cache/firefox-esr-140
+if [ ! -x "$ff140/usr/lib/firefox-esr/firefox-esr" ]; then
+  esr140() { apt-cache madison firefox-esr | awk -F'|' '{gsub(/ /, "", $2); print $2}' | grep '^140\.' | sort -V | tail -1; }
+  version=$(esr140 || true)
+  if [ -z "$version" ] && [ "$(id -u)" = 0 ]; then
+    apt-get update -qq
+    version=$(esr140 || true)
+  fi
+  if [ -z "$version" ]; then
+    echo "tests/run.sh: Debian offers no firefox-esr 140 (apt-cache madison firefox-esr)" >&2
+    exit 1
+  fi
+  mkdir -p .cache/debs "$ff140"
+  (cd .cache/debs && apt-get download -qq "firefox-esr=$version" 2>/dev/null)
+  dpkg -x .cache/debs/firefox-esr_"${version//:/%3a}"_*.deb "$ff140"
+fi
+
 # puppeteer-core (drives Firefox over WebDriver BiDi, tests/site/engines.py) and axe-core (the accessibility
 # tests), pinned in package-lock.json.
 npm ci --no-fund --no-audit --loglevel=error

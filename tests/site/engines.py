@@ -2,14 +2,17 @@
 
 - **chromium**: Debian's Chromium through Playwright (the session's `browser`, tests/conftest.py);
 - **firefox**: Debian's Firefox ESR through puppeteer-core over WebDriver BiDi (no geckodriver), in a Node
-  process running firefox_driver.mjs beside this file;
+  process running firefox_driver.mjs beside this file; **firefox140** the same with the older ESR (140) that
+  students still run, unpacked by tests/run.sh from Debian's package into .cache/;
 - **webkit**: WebKitGTK, Safari's engine: Debian's MiniBrowser through Selenium and WebKitWebDriver, on an Xvfb
   display this module starts.
 
 Each page starts with a fresh profile (a Playwright context, a Firefox user context, a new MiniBrowser). Requests to
 other hosts are refused (no internet in tests) and recorded in `page.external`: by Playwright's routes in Chromium,
-by a refusing proxy (`Refuser`) in Firefox and WebKit. With `local=False` loopback is refused too (for pages opened
-as file:// URLs) — except in WebKit, whose driver reaches the browser through the same proxy settings.
+by a refusing proxy (`Refuser`) in Firefox (a profile setting: every ESR honours it) and WebKit. Loopback never
+goes through the proxy, so the site under test is served with nothing in between. With `local=False` loopback is
+refused too (for pages opened as file:// URLs): by request interception in Firefox; not in WebKit, whose driver
+reaches the browser over loopback.
 
 Bokeh and Panel render inside shadow roots, so elements are found by `FIND_JS`, which walks them. The site's CSP
 forbids evaluating strings in the page: every engine here calls a function through its protocol instead (CDP,
@@ -32,11 +35,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "artifacts" / "site"
-ENGINES = ("chromium", "firefox", "webkit")
+ENGINES = ("chromium", "firefox", "firefox140", "webkit")
 WIDTH, HEIGHT = 1280, 1000
 READY_TIMEOUT_S = 180
 
 FIREFOX = "/usr/bin/firefox-esr"
+# Debian's older ESR, which students still run: tests/run.sh unpacks it here (ENGINES lists it as "firefox140").
+FIREFOXES = {"firefox": FIREFOX,
+             "firefox140": ROOT / ".cache" / "firefox-esr-140" / "usr" / "lib" / "firefox-esr" / "firefox-esr"}
 FIREFOX_DRIVER = Path(__file__).with_name("firefox_driver.mjs")
 WEBKIT_DRIVER = "/usr/bin/WebKitWebDriver"
 # Debian's libwebkit2gtk-4.1-0 puts MiniBrowser under the architecture's library folder.
@@ -255,14 +261,15 @@ class RefusedSince:
 class FirefoxDriver:
     """The Node process (firefox_driver.mjs) that holds Firefox; one JSON command and answer a line."""
 
-    def __init__(self) -> None:
-        if not Path(FIREFOX).exists():
-            raise RuntimeError(f"{FIREFOX} is not installed: apt-get install firefox-esr (tests/run.sh does it)")
+    def __init__(self, name: str, executable: Path | str, refuser: Refuser) -> None:
+        if not Path(executable).exists():
+            raise RuntimeError(f"{executable} is not installed (tests/run.sh installs it)")
         if not (ROOT / "node_modules" / "puppeteer-core").is_dir():
             raise RuntimeError("puppeteer-core is not installed: run `npm ci` in the repository (tests/run.sh does)")
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        self.log = open(ARTIFACTS / "firefox-driver.log", "w")  # noqa: SIM115 - open as long as the process
-        self.proc = subprocess.Popen(["node", str(FIREFOX_DRIVER), FIREFOX, str(WIDTH), str(HEIGHT)],
+        self.log = open(ARTIFACTS / f"{name}-driver.log", "w")  # noqa: SIM115 - open as long as the process
+        self.proc = subprocess.Popen(["node", str(FIREFOX_DRIVER), str(executable), str(WIDTH), str(HEIGHT),
+                                      refuser.address],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True,
                                      cwd=ROOT)
         self.next_id = 0
@@ -292,20 +299,27 @@ class FirefoxDriver:
         self.log.close()
 
 
+# Hosts Firefox itself talks to (remote settings, telemetry): refused by the proxy like any other, but not the page's.
+FIREFOX_OWN = re.compile(r"^(https?://)?[^/:]*\.(mozilla\.(com|net|org)|firefox\.com)(:443)?(/|$)")
+
+
 class FirefoxPage(Page):
     engine = "firefox"
 
-    def __init__(self, driver: FirefoxDriver, refuser: Refuser, local: bool) -> None:
+    def __init__(self, engine: str, driver: FirefoxDriver, refuser: Refuser, local: bool) -> None:
         super().__init__()
+        self.engine = engine
         self.driver = driver
         self.refused = RefusedSince(refuser)
-        self.id = driver.call("newPage", proxy=refuser.address, bypass=["127.0.0.1"] if local else [])
+        self.refused_here: list[str] = []  # loopback requests this page refused itself (local=False)
+        self.id = driver.call("newPage", local=local)
 
     def _events(self) -> None:
         events = self.driver.call("events", page=self.id)
         self.console.extend(events["console"])  # type: ignore[union-attr]
         self.requests.extend(events["requests"])  # type: ignore[union-attr]
-        self.external[:] = self.refused.list()
+        self.refused_here.extend(events["refused"])  # type: ignore[union-attr]
+        self.external[:] = [u for u in self.refused.list() if not FIREFOX_OWN.match(u)] + self.refused_here
 
     def goto(self, url: str) -> None:
         self.driver.call("goto", page=self.id, url=url)
@@ -427,7 +441,7 @@ class Engines:
 
     def __init__(self, chromium: object) -> None:
         self.chromium = chromium
-        self._firefox: FirefoxDriver | None = None
+        self._firefox: dict[str, FirefoxDriver] = {}  # engine name -> its Firefox
         self._xvfb: Xvfb | None = None
         self._refuser: Refuser | None = None
 
@@ -440,10 +454,10 @@ class Engines:
         """A page with a fresh profile; requests off 127.0.0.1 (with local=False: all requests) are refused."""
         if engine == "chromium":
             return ChromiumPage(self.chromium, local)
-        if engine == "firefox":
-            if self._firefox is None:
-                self._firefox = FirefoxDriver()
-            return FirefoxPage(self._firefox, self.refuser(), local)
+        if engine in FIREFOXES:
+            if engine not in self._firefox:
+                self._firefox[engine] = FirefoxDriver(engine, FIREFOXES[engine], self.refuser())
+            return FirefoxPage(engine, self._firefox[engine], self.refuser(), local)
         if engine == "webkit":
             for path in (WEBKIT_DRIVER, MINIBROWSER):
                 if not Path(path).exists():
@@ -454,7 +468,7 @@ class Engines:
         raise ValueError(f"unknown engine {engine!r}; one of {ENGINES}")
 
     def close(self) -> None:
-        for part in (self._firefox, self._xvfb, self._refuser):
+        for part in (*self._firefox.values(), self._xvfb, self._refuser):
             if part is not None:
                 with contextlib.suppress(Exception):
                     part.close()

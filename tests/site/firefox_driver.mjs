@@ -8,7 +8,8 @@
 import readline from "node:readline";
 import puppeteer from "puppeteer-core";
 
-const [executablePath, width, height] = process.argv.slice(2);
+const [executablePath, width, height, refuser] = process.argv.slice(2);
+const [proxyHost, proxyPort] = refuser.split(":");
 
 const browser = await puppeteer.launch({
   browser: "firefox",
@@ -17,8 +18,18 @@ const browser = await puppeteer.launch({
   // No setViewport (Firefox's BiDi emulation differs by version): the window size comes from the arguments.
   defaultViewport: null,
   args: [`--width=${width}`, `--height=${height}`],
-  // Send loopback requests through a context's proxy too, so a page can be cut off from 127.0.0.1 as well.
-  extraPrefsFirefox: { "network.proxy.allow_hijacking_localhost": true },
+  // Every request to another host goes to the refusing proxy, set for the whole profile: a user context's own
+  // proxy (BiDi) is ignored by Firefox ESR 140. Loopback never goes through it (Firefox's default), so the site
+  // under test is served with nothing in between.
+  extraPrefsFirefox: {
+    "network.proxy.type": 1,
+    "network.proxy.http": proxyHost,
+    "network.proxy.http_port": Number(proxyPort),
+    "network.proxy.ssl": proxyHost,
+    "network.proxy.ssl_port": Number(proxyPort),
+    "network.proxy.share_proxy_settings": true,
+    "network.proxy.allow_hijacking_localhost": false,
+  },
 });
 
 const pages = new Map();
@@ -40,11 +51,22 @@ const commands = {
   async version() {
     return browser.version();
   },
-  async newPage({ proxy, bypass }) {
-    const context = await browser.createBrowserContext(
-      proxy ? { proxyServer: proxy, proxyBypassList: bypass } : {});
+  async newPage({ local }) {
+    const context = await browser.createBrowserContext();
     const page = await context.newPage();
-    const entry = { context, page, console: [], requests: [] };
+    const entry = { context, page, console: [], requests: [], refused: [] };
+    if (!local) {
+      // A file:// page is cut off from loopback too: its requests there are refused and recorded.
+      await page.setRequestInterception(true);
+      page.on("request", (r) => {
+        if (/^https?:\/\/(127\.0\.0\.1|localhost)[:/]/.test(r.url())) {
+          entry.refused.push(r.url());
+          r.abort();
+        } else {
+          r.continue();
+        }
+      });
+    }
     page.on("console", (m) => entry.console.push(`${m.type()}: ${m.text()}`));
     page.on("pageerror", (e) => entry.console.push(`pageerror: ${e.message ?? e}`));
     page.on("request", (r) => entry.requests.push(r.url()));
@@ -77,7 +99,8 @@ const commands = {
   },
   async events({ page }) {
     const entry = pages.get(page);
-    const out = { console: entry.console.splice(0), requests: entry.requests.splice(0) };
+    const out = { console: entry.console.splice(0), requests: entry.requests.splice(0),
+      refused: entry.refused.splice(0) };
     return out;
   },
   async closePage({ page }) {
