@@ -137,7 +137,7 @@ def build(site: Path = SITE, py_dir: Path = PY_DIR, pyodide_packages: Path | Non
     write_gzip_copies(site)
     main_js = write_browser_assets(wheels, lock, out / "vendor")
     shutil.copyfile(py_dir / APP_STYLESHEET_SOURCE, site / APP_STYLESHEET)
-    prerendered = first_view.write(site, py_dir, PANEL_CDN_ROOT, APP_STYLESHEET, log)
+    prerendered = first_view.write(site, py_dir, PANEL_CDN_ROOT, APP_STYLESHEET, lock, log)
     entries = write_wheels(pkg, lock, wheels, sdists, py_dir, out / "wheels")
     remote = write_vendored(pkg, lock, official, vendored, entries, out / "wheels")
     if "numpy" in vendored:

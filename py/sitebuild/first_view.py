@@ -6,37 +6,148 @@ state parameters (`state_params`, the app's URL_PARAMS): a URL that asks for ano
 live app instead, so no number is ever shown for a prompt other than the one in the box. The live app replaces it
 when ready.
 
-It is rendered by the Python that runs the build, in a subprocess (`python -m sitebuild.first_view OUT`), with the
-same app and the same pinned Panel, Bokeh and NumPy as the worker (numpy==2.2.5 on both sides: the same numbers).
-Without those in that Python the build skips it and says why.
+It is rendered in a subprocess (`python -m sitebuild.first_view OUT`) with the same app and the same pinned Panel,
+Bokeh, param and NumPy as the worker (numpy==2.2.5 on both sides: the same numbers). The Python that runs the build
+does it when it has those versions; otherwise the builder makes its own environment once, `.cache/render-venv`
+(`python -m venv`, then pip installs the pins of build.lock, taking the wheels the build already fetched), so a
+fresh machine's first build renders it too. That environment is made again when build.lock's pins change.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from .common import CACHE, BuildError, run
+
 FIRST_VIEW_FILE = "build/first-view.json"
+RENDER_VENV = CACHE / "render-venv"
+PINS_FILE = "render-pins.json"  # in RENDER_VENV: the pins it was made with
+RENDERS_WITH = ("numpy", "panel", "bokeh", "param")  # the distributions whose versions make the view's bytes
+# Prints {name: installed version or null} for RENDERS_WITH, without importing them (fast).
+PROBE = ("import json, sys\nfrom importlib import metadata\ndef v(n):\n try:\n  return metadata.version(n)\n"
+         " except metadata.PackageNotFoundError:\n  return None\nprint(json.dumps({n: v(n) for n in sys.argv[1:]}))")
 
 
-def write(site: Path, py_dir: Path, panel_cdn_root: str, stylesheet_url: str,
+def write(site: Path, py_dir: Path, panel_cdn_root: str, stylesheet_url: str, lock: dict,
           log) -> dict | None:  # noqa: ANN001 - log: common.log
     """Render the first view into site/FIRST_VIEW_FILE; what the manifest says of it (None when skipped).
     `stylesheet_url`: where the site serves the app's stylesheet (the live app links it there too)."""
     out = site / FIRST_VIEW_FILE
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(py_dir), str(Path(__file__).resolve().parents[1])]),
-           "PANEL_CDN_ROOT": panel_cdn_root, "OPENBLAS_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-m", "sitebuild.first_view", str(out), stylesheet_url], env=env,
-                          capture_output=True, text=True, timeout=300)
+    try:
+        python = render_python(pins(lock), log)
+    except BuildError as e:  # no environment to render in (offline, no venv module): the site works without it
+        log(f"no pre-rendered first view ({FIRST_VIEW_FILE}): {e}")
+        out.unlink(missing_ok=True)
+        return None
+    proc = render_in(python, out, py_dir, panel_cdn_root, stylesheet_url)
     if proc.returncode != 0:
         reason = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        log(f"no pre-rendered first view ({FIRST_VIEW_FILE}): rendering it in this Python failed: {reason}")
+        log(f"no pre-rendered first view ({FIRST_VIEW_FILE}): rendering it in {python} failed: {reason}")
         out.unlink(missing_ok=True)
         return None
     return {"path": FIRST_VIEW_FILE, "state_params": json.loads(out.read_text())["state_params"]}
+
+
+def render_in(python: str, out: Path, py_dir: Path, panel_cdn_root: str,
+              stylesheet_url: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(py_dir), str(Path(__file__).resolve().parents[1])]),
+           "PANEL_CDN_ROOT": panel_cdn_root, "OPENBLAS_NUM_THREADS": "1"}
+    return subprocess.run([python, "-m", "sitebuild.first_view", str(out), stylesheet_url], env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def pins(lock: dict) -> dict[str, str]:
+    """Distribution -> version for the render: build.lock's wheels and sdists (the worker's) and NumPy as the
+    pinned Pyodide ships it (requirements.txt pins the same)."""
+    found = {name: e["version"] for section in ("wheels", "sdists") for name, e in lock[section].items()}
+    return {**found, "numpy": lock["pyodide_packages"]["numpy"]["version"]}
+
+
+def lacks(python: str, pins: dict[str, str]) -> str | None:
+    """Why `python` cannot render the first view as the worker would (a missing or other version of one of
+    RENDERS_WITH, or it does not run); None when it can."""
+    try:
+        proc = subprocess.run([python, "-c", PROBE, *RENDERS_WITH], capture_output=True, text=True, timeout=60)
+        found = json.loads(proc.stdout) if proc.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError) as e:  # not a Python that runs
+        return f"{python} does not run: {e}"
+    if found is None:
+        return f"{python} does not run: {(proc.stderr.strip().splitlines() or ['no output'])[-1]}"
+    wrong = [f"{n} {pins[n]} (it has {found[n] or 'none'})" for n in RENDERS_WITH if found[n] != pins[n]]
+    return f"{python} lacks {', '.join(wrong)}" if wrong else None
+
+
+def venv_python(venv: Path) -> Path:
+    return venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
+def choose(python: str, pins: dict[str, str], venv: Path = RENDER_VENV) -> tuple[str, str]:
+    """Where to render: ("this", python) when the build's own Python has the pins, ("venv", its python) when
+    `venv` was made with these pins and still runs, else ("make", why not the build's Python)."""
+    why = lacks(python, pins)
+    if why is None:
+        return "this", python
+    if made_with(venv) == pins and lacks(str(venv_python(venv)), pins) is None:
+        return "venv", str(venv_python(venv))
+    return "make", why
+
+
+def made_with(venv: Path) -> dict | None:
+    try:
+        return json.loads((venv / PINS_FILE).read_text())
+    except (OSError, ValueError):  # not made, or made by an interrupted build
+        return None
+
+
+def render_python(pins: dict[str, str], log, python: str = sys.executable,  # noqa: ANN001 - log: common.log
+                  venv: Path = RENDER_VENV, wheels: Path = CACHE / "wheels") -> str:
+    """The Python that renders the first view (see choose), making `venv` when neither will do."""
+    where, found = choose(python, pins, venv)
+    if where != "make":
+        return found
+    log(f"first view: {found}; making {venv.name} with the pins of build.lock (once)")
+    make_venv(python, pins, venv, wheels)
+    return str(venv_python(venv))
+
+
+def make_venv(python: str, pins: dict[str, str], venv: Path, wheels: Path) -> None:
+    """`python -m venv` beside `venv`, pip installs RENDERS_WITH at their pins (the rest of build.lock's versions
+    as constraints, the build's fetched wheels as a source), then takes `venv`'s place."""
+    part = venv.with_name(f"{venv.name}.part-{os.getpid()}")
+    shutil.rmtree(part, ignore_errors=True)
+    part.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        install = [str(venv_python(part)), "-m", "pip"]
+        try:
+            run([python, "-m", "venv", str(part)], timeout=300)
+        except BuildError:  # no ensurepip (Debian without python3-venv): the venv without pip, this Python's pip
+            shutil.rmtree(part, ignore_errors=True)
+            run([python, "-m", "venv", "--without-pip", str(part)], timeout=300)
+            install = [python, "-m", "pip", "--python", str(venv_python(part))]
+        constraints = part / "constraints.txt"
+        constraints.write_text("".join(f"{n}=={v}\n" for n, v in sorted(pins.items()) if n not in RENDERS_WITH))
+        run([*install, "install", "--disable-pip-version-check", "--quiet", "--only-binary=:all:",
+             "-c", str(constraints), *(["--find-links", str(wheels)] if wheels.is_dir() else []),
+             *(f"{n}=={pins[n]}" for n in RENDERS_WITH)], timeout=1800)
+        why = lacks(str(venv_python(part)), pins)
+        if why:
+            raise BuildError(f"after pip install: {why}")
+        (part / PINS_FILE).write_text(json.dumps(pins, sort_keys=True))
+        shutil.rmtree(venv, ignore_errors=True)
+        try:
+            part.rename(venv)
+        except OSError:  # a build beside this one made it first
+            if made_with(venv) != pins:
+                raise
+            shutil.rmtree(part, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(part, ignore_errors=True)
+        raise
 
 
 def render(stylesheet_url: str) -> dict:

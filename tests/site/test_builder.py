@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from sitebuild import patches
+from sitebuild import first_view, patches
 from sitebuild.common import HERE
 from sitebuild.lock import read_lock
 
@@ -117,3 +117,59 @@ def test_zopfli_streams_inflate_to_their_input() -> None:
     packer = zlib.compressobj(9, zlib.DEFLATED, -15)
     assert len(stream) < len(packer.compress(data) + packer.flush())
 
+
+
+@pytest.fixture(scope="module")
+def python_without_panel(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A newcomer's Python: this one's interpreter in a venv of its own, without Panel, Bokeh, param or NumPy."""
+    bare = tmp_path_factory.mktemp("bare") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True, timeout=120)
+    return str(first_view.venv_python(bare))
+
+
+def test_the_first_view_renders_where_the_pins_are(tmp_path: Path, python_without_panel: str) -> None:
+    """The build's own Python when it has the pins; else .cache/render-venv when it was made with build.lock's
+    pins and runs; else the builder makes it (and makes it again when a pin changes)."""
+    pins = first_view.pins(read_lock())
+    assert {n: pins[n] for n in first_view.RENDERS_WITH} == {"numpy": "2.2.5", "panel": "1.9.4", "bokeh": "3.9.2",
+                                                               "param": "2.4.2"}
+    venv = tmp_path / "render-venv"
+    assert first_view.choose(sys.executable, pins, venv) == ("this", sys.executable)
+    where, why = first_view.choose(python_without_panel, pins, venv)
+    assert where == "make" and "lacks numpy 2.2.5 (it has none), panel 1.9.4 (it has none)" in why, why
+
+    # a venv made with these pins: here a stand-in whose python is this one (which has them)
+    made = first_view.venv_python(venv)
+    made.parent.mkdir(parents=True)
+    made.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    made.chmod(0o755)
+    (venv / first_view.PINS_FILE).write_text(json.dumps(pins))
+    assert first_view.choose(python_without_panel, pins, venv) == ("venv", str(made))
+    assert first_view.choose(python_without_panel, {**pins, "jinja2": "3.1.7"}, venv)[0] == "make"
+    assert first_view.choose(python_without_panel, {**pins, "panel": "1.9.5"}, venv)[0] == "make"
+    (venv / first_view.PINS_FILE).write_text("{")  # left by an interrupted build
+    assert first_view.choose(python_without_panel, pins, venv)[0] == "make"
+    made.unlink()
+    (venv / first_view.PINS_FILE).write_text(json.dumps(pins))
+    assert first_view.choose(python_without_panel, pins, venv)[0] == "make"
+
+
+def test_a_python_without_panel_renders_the_same_first_view(tmp_path: Path, python_without_panel: str) -> None:
+    """The builder's own environment (.cache/render-venv, made by pip once; later builds reuse it) renders the
+    same bytes as a Python that has the pins."""
+    from sitebuild.assemble import APP_STYLESHEET, PANEL_CDN_ROOT
+
+    pins = first_view.pins(read_lock())
+    notes: list[str] = []
+    python = first_view.render_python(pins, notes.append, python=python_without_panel, wheels=ROOT / ".cache/wheels")
+    assert python == str(first_view.venv_python(first_view.RENDER_VENV)), notes
+    assert first_view.lacks(python, pins) is None
+    assert first_view.render_python(pins, notes.append, python=python_without_panel) == python
+    assert len(notes) <= 1, notes  # made at most once
+    rendered = {}
+    for name, by in (("venv", python), ("this", sys.executable)):
+        out = tmp_path / f"{name}.json"
+        proc = first_view.render_in(by, out, ROOT / "py", PANEL_CDN_ROOT, APP_STYLESHEET)
+        assert proc.returncode == 0, proc.stderr
+        rendered[name] = out.read_bytes()
+    assert rendered["venv"] == rendered["this"]
