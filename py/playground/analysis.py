@@ -3,7 +3,7 @@ numbers the app shows can be tested directly."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -83,21 +83,6 @@ def coordinate_steps(trace: slm.Trace, position: int) -> list[tuple[str, np.ndar
             (f"{tag}y", layer.y[position]),
         ]
     return steps
-
-
-def ablate_heads(model: slm.Model, heads: Iterable[tuple[int, int]]) -> slm.Model:
-    """A copy of `model` in which the given (layer, head) pairs write nothing into the residual stream.
-
-    Zeroing head j's k columns of w_o makes its head_out exactly 0 and leaves every other head untouched, so a
-    forward pass of the copy is the original with those heads removed; the weights are shared otherwise."""
-    params = dict(model.params)
-    k = model.cfg.head_size
-    for layer, head in heads:
-        name = f"blocks.{layer}.attn.w_o"
-        w_o = params[name].copy()
-        w_o[:, head * k:(head + 1) * k] = 0.0
-        params[name] = w_o
-    return slm.Model(model.cfg, params, model.meta)
 
 
 def changed_rows(before: np.ndarray, after: np.ndarray) -> np.ndarray:

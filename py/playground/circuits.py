@@ -213,5 +213,5 @@ def patched_trace(model: slm.Model, target_ids: Sequence[int], source_trace: slm
     from the source run."""
     hooks = interventions.patch_hooks(source_trace, [site])
     # patch_hooks writes into a batch of one: give the hook that axis and take it off again
-    return model.forward(np.asarray(target_ids), hooks={name: (lambda value, fn=fn: fn(value[None])[0])
-                                                        for name, fn in hooks.items()})
+    return model.forward(np.asarray(target_ids), fwd_hooks=[(name, lambda value, hook, fn=fn: fn(value[None], hook)[0])
+                                                            for name, fn in hooks])

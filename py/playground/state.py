@@ -18,7 +18,7 @@ import param
 
 import slm
 
-from . import analysis, circuits
+from . import circuits
 from .models import END, LESSON_CHOICES, PromptTokens, default_model_name, encode_prompt, load_model
 
 # The views, in their tabs' order; the first is the landing view.
@@ -173,7 +173,7 @@ class PlaygroundState(param.Parameterized):
         if self.ablate == "none":
             return None
         layer, head = (int(part[1:]) for part in self.ablate.split("."))
-        return analysis.ablate_heads(self.model, [(layer, head)]).forward(np.asarray(self.tokens.ids)).probs
+        return slm.interventions.run_ablated(self.model, np.asarray(self.tokens.ids), [(layer, head)]).probs
 
     def comparison(self) -> tuple[PromptTokens, slm.Trace, int] | None:
         """The prompt with one token replaced (compare_position gets compare_token) and its forward pass, for

@@ -1,14 +1,17 @@
 """Interventions: run the model with a head's output ablated, or with activations patched in from another run.
 
-Everything goes through the forward pass's hooks (Model.forward(hooks=...)): "blocks.{i}.x", the rows entering
-block i, and "blocks.{i}.head_out", each head's write into the residual.
+Everything is a hook of the one forward pass (Model.run_with_hooks, Model.forward(fwd_hooks=...)), at the hook
+points named as in TransformerLens (see docs/slm.md).
 
-* Ablation: head j of layer i writes zeros ("zero"), or its mean write over reference prompts ("mean").
+* Ablation: head j of layer i writes zeros ("zero"), or its mean write over reference prompts ("mean"), at
+  blocks.{i}.attn.hook_result.
 * Activation patching: two prompts of the same length, a clean one and a corrupted one (e.g. one token
   changed). Run the target prompt, replace one activation by its value in the source run, and read a metric:
   the logit difference of two chosen tokens at one position. Patching clean activations into the corrupted run
   shows which (layer, position) or head carries what restores the clean answer ("recovered"); patching the
-  other way shows what breaks it. Every patch of a grid runs in one batched forward pass.
+  other way shows what breaks it. The patches of one layer run as one batch, from that layer on
+  (start_at_layer), and stop at the residual the metric reads (stop_at_layer): nothing before the layer is
+  patched, so nothing before it needs running again.
 """
 
 from __future__ import annotations
@@ -18,15 +21,15 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import layers
-from .model import Hooks, Model, Trace
+from .hooks import ActivationCache, HookFn, act_name
+from .model import Model, Trace
 
 ABLATIONS = ("zero", "mean")
 
 
-def logit_diff(trace: Trace, position: int, good: int, bad: int) -> np.ndarray | float:
-    """logit(good) − logit(bad) at `position` (a float for one sequence, (B,) for a batch)."""
-    logits = trace.logits[..., position, :]
+def logit_diff(trace: Trace | np.ndarray, position: int, good: int, bad: int) -> np.ndarray | float:
+    """logit(good) − logit(bad) at `position` of a Trace or of logits (a float for one sequence, (B,) for a batch)."""
+    logits = (trace.logits if isinstance(trace, Trace) else trace)[..., position, :]
     diff = logits[..., good] - logits[..., bad]
     return float(diff) if np.ndim(diff) == 0 else diff
 
@@ -38,8 +41,8 @@ def head_means(model: Model, prompts: Sequence[Sequence[int]]) -> np.ndarray:
     total = np.zeros((model.cfg.n_layers, model.cfg.n_heads, model.cfg.n_model))
     count = 0
     for ids in prompts:
-        trace = model.forward(np.asarray(ids))
-        total += np.stack([layer.head_out.sum(axis=-2) for layer in trace.layers])
+        _, cache = model.run_with_cache(np.asarray(ids), names=lambda name: name.endswith("hook_result"))
+        total += np.stack([cache["result", i][0].sum(axis=0) for i in range(model.cfg.n_layers)])
         count += len(ids)
     if not count:
         raise ValueError("head_means needs at least one non-empty prompt")
@@ -47,8 +50,9 @@ def head_means(model: Model, prompts: Sequence[Sequence[int]]) -> np.ndarray:
 
 
 def ablation_hooks(model: Model, heads: Sequence[tuple[int, int]], how: str = "zero",
-                   means: np.ndarray | None = None) -> dict[str, Any]:
-    """Hooks that replace the output of each (layer, head) in `heads`: zeros, or its row of `means` (L, H, d)."""
+                   means: np.ndarray | None = None) -> list[tuple[str, HookFn]]:
+    """fwd_hooks that replace the write of each (layer, head) in `heads` (hook_result, (..., pos, head, d)):
+    zeros, or its row of `means` (L, H, d)."""
     if how not in ABLATIONS:
         raise ValueError(f"how must be one of {ABLATIONS}, got {how!r}")
     if how == "mean" and means is None:
@@ -60,32 +64,58 @@ def ablation_hooks(model: Model, heads: Sequence[tuple[int, int]], how: str = "z
                              f"{model.cfg.n_heads} heads")
         by_layer.setdefault(layer, []).append(head)
 
-    def replace(layer: int, chosen: list[int]):
-        def hook(head_out: np.ndarray) -> np.ndarray:
-            out = head_out.copy()
+    def replace(layer: int, chosen: list[int]) -> HookFn:
+        def hook(result: np.ndarray, hook: Any) -> np.ndarray:
+            result = result.copy()  # the unablated value may be cached or traced: leave it as it was
             for head in chosen:
-                out[..., head, :, :] = 0.0 if how == "zero" else means[layer, head]  # type: ignore[index]
-            return out
+                result[..., head, :] = 0.0 if how == "zero" else means[layer, head]  # type: ignore[index]
+            return result
         return hook
 
-    return {f"blocks.{layer}.head_out": replace(layer, chosen) for layer, chosen in by_layer.items()}
+    return [(f"blocks.{layer}.attn.hook_result", replace(layer, chosen)) for layer, chosen in by_layer.items()]
 
 
 def run_ablated(model: Model, tokens: Any, heads: Sequence[tuple[int, int]], how: str = "zero",
                 means: np.ndarray | None = None) -> Trace:
     """The forward pass with the given heads ablated."""
-    return model.forward(tokens, hooks=ablation_hooks(model, heads, how, means))
+    return model.forward(tokens, fwd_hooks=ablation_hooks(model, heads, how, means))
 
 
 # ---- activation patching ----
 
 class Site(NamedTuple):
-    """One patch: kind "resid" (the rows entering block `layer`, at position `index`) or "head" (head `index` of
-    block `layer`, at every position)."""
+    """One patch. kind "resid": the rows entering block `layer` at position `index`; "head": head `index` of block
+    `layer` at every position (its hook_result). Any other kind is a hook point's short name ("z", "resid_mid",
+    "mlp_out", "pattern", "ln1", ...) in block `layer`, patched at position `index` (None: every position) and,
+    for values with a head axis, at `head` (None: every head)."""
 
     kind: str
     layer: int
-    index: int
+    index: int | None
+    head: int | None = None
+
+
+def hook_name(site: Site) -> str:
+    """The full hook name a site patches."""
+    if site.kind == "resid":
+        return f"blocks.{site.layer}.hook_resid_pre"
+    if site.kind == "head":
+        return f"blocks.{site.layer}.attn.hook_result"
+    if site.kind in ("ln1", "ln2"):
+        return act_name("normalized", site.layer, site.kind)
+    return act_name(site.kind, site.layer)
+
+
+def _site_index(name: str, site: Site) -> tuple:
+    """Where a site sits in its hook's value (without the batch axis): patterns and scores are (head, query, key);
+    q, k, v, z and result (pos, head, ...); every other value (pos, ...)."""
+    pos = slice(None) if site.index is None else site.index
+    head = slice(None) if site.head is None else site.head
+    if name.endswith(("hook_pattern", "hook_attn_scores")):
+        return (head, pos)
+    if name.endswith(("hook_q", "hook_k", "hook_v", "hook_rot_q", "hook_rot_k", "hook_z", "hook_result")):
+        return (pos, head)
+    return (pos,)
 
 
 def block_inputs(trace: Trace) -> list[np.ndarray]:
@@ -93,43 +123,81 @@ def block_inputs(trace: Trace) -> list[np.ndarray]:
     return [trace.x, *[layer.y for layer in trace.layers[:-1]]]
 
 
-def patch_hooks(source: Trace, sites: Sequence[Site]) -> Hooks:
-    """Hooks for a batch of len(sites) copies of the target prompt: copy b gets `sites[b]` from `source`."""
-    inputs = block_inputs(source)
-    hooks: dict[str, Any] = {}
-    for layer in {s.layer for s in sites}:
-        resid = [(b, s.index) for b, s in enumerate(sites) if s.kind == "resid" and s.layer == layer]
-        heads = [(b, s.index) for b, s in enumerate(sites) if s.kind == "head" and s.layer == layer]
-        if resid:
-            rows, pos = (np.array(v) for v in zip(*resid, strict=True))
-
-            def patch_resid(x, rows=rows, pos=pos, layer=layer):
+def patch_hooks(source: Trace | None, sites: Sequence[Site], source_cache: ActivationCache | None = None
+                ) -> list[tuple[str, HookFn]]:
+    """fwd_hooks for a batch of len(sites) copies of the target prompt: copy b gets `sites[b]` from the source run
+    (kinds "resid" and "head" read its Trace, every other kind `source_cache`, a run_with_cache of the source)."""
+    inputs = block_inputs(source) if any(s.kind == "resid" for s in sites) else []
+    by_name: dict[str, list[tuple[int, Site]]] = {}
+    for b, site in enumerate(sites):
+        by_name.setdefault(hook_name(site), []).append((b, site))
+    fwd_hooks: list[tuple[str, HookFn]] = []
+    for name, chosen in by_name.items():
+        rows = np.array([b for b, _ in chosen])
+        idx = np.array([s.index for _, s in chosen])
+        kind, layer = chosen[0][1].kind, chosen[0][1].layer
+        if kind == "resid":
+            def patch_resid(x, hook, rows=rows, pos=idx, layer=layer):
                 x = x.copy()
                 x[rows, pos] = inputs[layer][pos]
                 return x
-            hooks[f"blocks.{layer}.x"] = patch_resid
-        if heads:
-            rows, idx = (np.array(v) for v in zip(*heads, strict=True))
+            fwd_hooks.append((name, patch_resid))
+        elif kind == "head":
+            def patch_head(result, hook, rows=rows, heads=idx, layer=layer):  # result (B, pos, head, d)
+                result = result.copy()
+                result[rows, :, heads] = source.layers[layer].head_out[heads]
+                return result
+            fwd_hooks.append((name, patch_head))
+        else:
+            if source_cache is None:
+                raise ValueError(f"patching {name} needs the source run's cache (run_with_cache)")
+            value = source_cache[name]
+            value = value[0] if source_cache.has_batch_dim else value
 
-            def patch_head(out, rows=rows, idx=idx, layer=layer):
-                out = out.copy()
-                out[rows, idx] = source.layers[layer].head_out[idx]
-                return out
-            hooks[f"blocks.{layer}.head_out"] = patch_head
-    return hooks
+            def patch_any(x, hook, chosen=chosen, value=value):
+                x = x.copy()
+                for b, site in chosen:
+                    where = _site_index(hook.name, site)
+                    x[(b, *where)] = value[where]
+                return x
+            fwd_hooks.append((name, patch_any))
+    return fwd_hooks
 
 
-def run_patched(model: Model, tokens: Any, source: Trace, sites: Sequence[Site]) -> Trace:
+def _check_sites(model: Model, n_pos: int, sites: Sequence[Site]) -> None:
+    for s in sites:
+        size = n_pos if s.kind != "head" else model.cfg.n_heads
+        if not 0 <= s.layer < model.cfg.n_layers or not (s.index is None or 0 <= s.index < size):
+            raise ValueError(f"not a patch site of this model and prompt: {s}")
+        try:
+            name = hook_name(s)
+        except KeyError as exc:
+            raise ValueError(f"not a patch site of this model and prompt: {s} ({exc})") from None
+        if name not in model.hook_names():
+            raise ValueError(f"not a patch site of this model: {s} ({name} is not one of its hook points)")
+
+
+def run_patched(model: Model, tokens: Any, source: Trace, sites: Sequence[Site],
+                source_cache: ActivationCache | None = None) -> Trace:
     """A batched trace: row b is the target prompt run with `sites[b]` patched in from `source`."""
     ids = np.asarray(tokens)
     if ids.ndim != 1 or source.tokens.shape != ids.shape:
         raise ValueError(f"patching needs two prompts of the same length: {ids.shape} and {source.tokens.shape}")
-    for s in sites:
-        size = ids.shape[0] if s.kind == "resid" else model.cfg.n_heads
-        if s.kind not in ("resid", "head") or not 0 <= s.layer < model.cfg.n_layers or not 0 <= s.index < size:
-            raise ValueError(f"not a patch site of this model and prompt: {s}")
+    _check_sites(model, ids.shape[0], sites)
     batch = np.broadcast_to(ids, (len(sites), ids.shape[0]))
-    return model.forward(batch, hooks=patch_hooks(source, sites))
+    return model.forward(batch, fwd_hooks=patch_hooks(source, sites, source_cache))
+
+
+def _metric_from_layer(model: Model, rows: np.ndarray, layer: int, fwd_hooks: list, batch: int, position: int,
+                       good: int, bad: int) -> np.ndarray:
+    """The metric for a batch of patches inside block `layer` and after it: the batch starts from the target's
+    rows entering that block and stops at the residual the final norm reads, and only the metric's row goes
+    through the final norm and the two unembedding columns."""
+    resid = model.run_with_hooks(np.broadcast_to(rows, (batch, *rows.shape)), fwd_hooks, start_at_layer=layer,
+                                 stop_at_layer=model.cfg.n_layers)[:, position]
+    final = model.norm("norm_f", resid) if model.cfg.norm_placement == "pre" else resid
+    logits = final @ model.unembedding()[:, [good, bad]]
+    return logits[:, 0] - logits[:, 1]
 
 
 class Patching(NamedTuple):
@@ -145,14 +213,18 @@ class Patching(NamedTuple):
         return (values - self.target) / span if span != 0 else np.full_like(values, np.nan)
 
 
+def _check_prompts(target: Any, source: Any) -> None:
+    if np.shape(target) != np.shape(source) or np.ndim(target) != 1:
+        raise ValueError(f"patching needs two prompts of the same length: {np.shape(target)} and {np.shape(source)}")
+
+
 def activation_patching(model: Model, target: Any, source: Any, position: int, good: int, bad: int,
                         target_trace: Trace | None = None, source_trace: Trace | None = None) -> Patching:
     """The metric logit(good) − logit(bad) at `position` of the target prompt, for every patch from the source
     prompt: the residual entering each block at each position, and each head's output. A patch that changes
     nothing (the source's rows equal the target's there, e.g. before the first changed token) is not run: it
     gives the target's metric."""
-    if np.shape(target) != np.shape(source) or np.ndim(target) != 1:
-        raise ValueError(f"patching needs two prompts of the same length: {np.shape(target)} and {np.shape(source)}")
+    _check_prompts(target, source)
     target_trace = model.forward(target) if target_trace is None else target_trace
     source_trace = model.forward(source) if source_trace is None else source_trace
     n_layers, n_heads, n_pos = model.cfg.n_layers, model.cfg.n_heads, target_trace.tokens.shape[0]
@@ -169,56 +241,45 @@ def activation_patching(model: Model, target: Any, source: Any, position: int, g
     for layer in range(n_layers):
         chosen = [s for s in sites if s.layer == layer]
         if chosen:
-            values = _patched_logit_diffs(model, t_in[layer], layer, patch_hooks(source_trace, chosen), len(chosen),
-                                          position, good, bad)
+            values = _metric_from_layer(model, t_in[layer], layer, patch_hooks(source_trace, chosen), len(chosen),
+                                        position, good, bad)
             for site, value in zip(chosen, values, strict=True):
                 (residual if site.kind == "resid" else heads)[site.layer, site.index] = value
     return Patching(residual, heads, base, logit_diff(source_trace, position, good, bad))
 
 
-def _patched_logit_diffs(model: Model, rows: np.ndarray, layer: int, hooks: Hooks, batch: int, position: int,
-                         good: int, bad: int) -> np.ndarray:
-    """The metric for a batch of patches of one layer, computed from that layer on: the blocks before it see
-    nothing patched, so the batch starts from the target run's rows entering block `layer` (what `run_patched`
-    computes, without re-running the earlier blocks, the probabilities, or the unembedding of other rows)."""
-    cfg, n_pos = model.cfg, rows.shape[0]
-    positions = np.arange(n_pos)
-    mask = layers.causal_mask(n_pos, n_pos) if cfg.causal else np.ones((n_pos, n_pos), bool)
-    hook = hooks.get(f"blocks.{layer}.x")
-    x = np.broadcast_to(rows, (batch, *rows.shape))
-    x = hook(x) if hook is not None else x
-    for i in range(layer, cfg.n_layers - 1):
-        x = model._block(i, x, positions, mask, None, hooks).y
-    final = _last_block_row(model, x, position % n_pos, hooks.get(f"blocks.{cfg.n_layers - 1}.head_out"))
-    if cfg.norm_placement == "pre":
-        final = model.norm("norm_f", final)
-    logits = final @ model.unembedding()[:, [good, bad]]
-    return logits[:, 0] - logits[:, 1]
-
-
-def _last_block_row(model: Model, x: np.ndarray, row: int, head_hook=None) -> np.ndarray:
-    """The last block's output (B, d) at one row, from the rows entering it (B, T, d): keys and values of every
-    row it may read, but the query, attention output and feed-forward of that row only — the same arithmetic as
-    Model._block restricted to one query row. `head_hook` (a "blocks.{i}.head_out" hook) sees that row's head
-    outputs repeated at every position and only the row is read back."""
-    cfg, i = model.cfg, model.cfg.n_layers - 1
-    a, pre = f"blocks.{i}.attn", cfg.norm_placement == "pre"
-    n_keys = row + 1 if cfg.causal else x.shape[-2]
-    attn_in = model.norm(f"blocks.{i}.norm1", x[:, :n_keys]) if pre else x[:, :n_keys]
-    q = layers.split_heads(model._linear(attn_in[:, row:row + 1], a, "q"), cfg.n_heads)
-    k = layers.split_heads(model._linear(attn_in, a, "k"), cfg.n_kv_heads)
-    v = layers.split_heads(model._linear(attn_in, a, "v"), cfg.n_kv_heads)
-    if cfg.positions == "rope":
-        q = layers.rope(q, np.array([row]), cfg.rope_base, cfg.rope_scale)
-        k = layers.rope(k, np.arange(n_keys), cfg.rope_base, cfg.rope_scale)
-    w_o = model.params[f"{a}.w_o"].reshape(cfg.n_model, cfg.n_heads, cfg.head_size).transpose(1, 2, 0)
-    head_out = layers.attention(q, k, v).out @ w_o  # (B, H, 1, d)
-    if head_hook is not None:
-        full = np.broadcast_to(head_out, (*head_out.shape[:2], x.shape[-2], head_out.shape[-1]))
-        head_out = np.asarray(head_hook(full))[:, :, row:row + 1]
-    attn_out = head_out.sum(axis=-3)[:, 0]
-    if cfg.bias:
-        attn_out = attn_out + model.params[f"{a}.b_o"]
-    h = x[:, row] + attn_out if pre else model.norm(f"blocks.{i}.norm1", x[:, row] + attn_out)
-    ffn = model._feed_forward(i, model.norm(f"blocks.{i}.norm2", h) if pre else h)
-    return h + ffn.out if pre else model.norm(f"blocks.{i}.norm2", h + ffn.out)
+def patch_hook_point(model: Model, target: Any, source: Any, kind: str, position: int, good: int, bad: int,
+                     per_head: bool = False) -> np.ndarray:
+    """The metric logit(good) − logit(bad) at `position` of the target prompt with the value at one kind of hook
+    point (a short name: "resid_pre", "resid_mid", "attn_out", "mlp_out", "z", "q", "pattern", "post", "ln1", ...)
+    patched in from the source run, one patch per layer and position: (L, T); with per_head, per layer, position
+    and head: (L, T, H) (H the value's head axis: n_kv_heads for k and v). Patterns and scores are patched by query
+    position. Each layer's patches run as one batch, from that layer on."""
+    _check_prompts(target, source)
+    target, source = np.asarray(target), np.asarray(source)
+    n_layers, n_pos = model.cfg.n_layers, target.shape[0]
+    names = {hook_name(Site(kind, layer, 0)) for layer in range(n_layers)}
+    wanted = names | {f"blocks.{layer}.hook_resid_pre" for layer in range(n_layers)}
+    _check_sites(model, n_pos, [Site(kind, layer, 0) for layer in range(n_layers)])
+    t_logits, t_cache = model.run_with_cache(target, names=wanted)
+    _, s_cache = model.run_with_cache(source, names=wanted)
+    first = t_cache[hook_name(Site(kind, 0, 0))]
+    n_heads = 1 if not per_head else first.shape[1 if kind in ("pattern", "attn_scores") else 2]
+    base = logit_diff(t_logits[0], position, good, bad)
+    grid = np.full((n_layers, n_pos, n_heads), base)
+    for layer in range(n_layers):
+        name = hook_name(Site(kind, layer, 0))
+        sites, cells = [], []
+        for p in range(n_pos):
+            for h in range(n_heads):
+                site = Site(kind, layer, p, h if per_head else None)
+                where = _site_index(name, site)
+                if not np.array_equal(t_cache[name][0][where], s_cache[name][0][where]):
+                    sites.append(site)
+                    cells.append((p, h))
+        if sites:
+            values = _metric_from_layer(model, t_cache["resid_pre", layer][0], layer,
+                                        patch_hooks(None, sites, s_cache), len(sites), position, good, bad)
+            for (p, h), value in zip(cells, values, strict=True):
+                grid[layer, p, h] = value
+    return grid if per_head else grid[..., 0]

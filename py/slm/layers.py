@@ -7,9 +7,16 @@ is True where attending is allowed.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
+
+Point = Callable[[str, np.ndarray], np.ndarray]  # a hook point inside a building block: (name, value) -> value
+
+
+def _no_point(name: str, value: np.ndarray) -> np.ndarray:
+    return value
 
 GELU_C = math.sqrt(2.0 / math.pi)  # a Python float, so float32 arrays stay float32
 
@@ -80,11 +87,15 @@ def feed_forward(
     b_in: np.ndarray | None = None,
     b_out: np.ndarray | None = None,
     w_gate: np.ndarray | None = None,
+    point: Point | None = None,
 ) -> FeedForward:
     """FFN(x) = act(x W_in + b_in) W_out + b_out; weights store input coordinates as rows.
 
     SwiGLU: act = silu(x W_gate) * (x W_in + b_in), the gate deciding how much of each hidden unit passes.
+    `point(name, value)`, when given, sees each hidden value and returns the one to go on with (the model's hooks):
+    "hook_pre" the pre-activation (SwiGLU: the gate's), "hook_pre_linear" SwiGLU's other branch, "hook_post" act.
     """
+    point = point or _no_point
     pre = x @ w_in
     if b_in is not None:
         pre = pre + b_in
@@ -92,12 +103,15 @@ def feed_forward(
     if activation == "swiglu":
         if w_gate is None:
             raise ValueError("feed_forward: activation 'swiglu' needs w_gate")
-        gate = x @ w_gate
+        gate = point("hook_pre", x @ w_gate)
+        pre = point("hook_pre_linear", pre)
         act = silu(gate) * pre
     elif activation in ACTIVATION_FUNCTIONS:
+        pre = point("hook_pre", pre)
         act = ACTIVATION_FUNCTIONS[activation](pre)
     else:
         raise ValueError(f"feed_forward: unknown activation {activation!r}")
+    act = point("hook_post", act)
     out = act @ w_out
     if b_out is not None:
         out = out + b_out
@@ -169,17 +183,22 @@ class Attention(NamedTuple):
     out: np.ndarray
 
 
-def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None = None) -> Attention:
+def attention(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None = None, point: Point | None = None
+) -> Attention:
     """softmax(q k^T / sqrt(head_size)) v over (..., heads, T, head_size) arrays.
 
     k and v may have fewer heads than q (grouped-query attention): query head j reads key/value head
-    j // (q_heads / kv_heads).
+    j // (q_heads / kv_heads). `point(name, value)`, when given, sees "hook_attn_scores" and "hook_pattern"
+    (..., heads, T, S) and returns the value to go on with.
     """
+    point = point or _no_point
     group = q.shape[-3] // k.shape[-3]
     if group > 1:
         k, v = np.repeat(k, group, axis=-3), np.repeat(v, group, axis=-3)
     scores = (q @ np.swapaxes(k, -1, -2)) / math.sqrt(q.shape[-1])  # a Python float keeps q's dtype
     if mask is not None:
         scores = np.where(mask, scores, -np.inf)
-    weights = softmax(scores)
+    scores = point("hook_attn_scores", scores)
+    weights = point("hook_pattern", softmax(scores))
     return Attention(scores, weights, weights @ v)

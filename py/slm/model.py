@@ -10,14 +10,16 @@ from __future__ import annotations
 import io
 import json
 import os
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from . import layers
 from .config import Config
+from .hooks import ActivationCache, HookFn, HookRun, NameFilter, name_filter
 from .params import check_params, init_params
 
 
@@ -63,17 +65,39 @@ class Trace:
         return np.stack([layer.attention for layer in self.layers], axis=-4)
 
 
-Hooks = Mapping[str, Callable[[np.ndarray], np.ndarray]]
+Hooks = Mapping[str, Callable[[np.ndarray], np.ndarray]]  # forward(hooks=...): the two older hook points
+FwdHooks = Sequence[tuple["str | Callable[[str], bool]", HookFn]]
+_LEGACY_POINT = re.compile(r"blocks\.(\d+)\.(x|head_out)")
 
 
-def _hook(hooks: Hooks | None, point: str, value: np.ndarray) -> np.ndarray:
-    """The value the forward pass goes on with at `point`: `value` itself, or what the hook there returns."""
-    if hooks is None or point not in hooks:
-        return value
-    new = np.asarray(hooks[point](value), dtype=value.dtype)
-    if new.shape != value.shape:
-        raise ValueError(f"the hook at {point} returned shape {new.shape}, expected {value.shape}")
-    return new
+def _legacy_hooks(hooks: Hooks) -> list[tuple[str, HookFn]]:
+    """forward(hooks=...) as it was before the TransformerLens names: "blocks.{i}.x" is hook_resid_pre and
+    "blocks.{i}.head_out" is hook_result in the (H, T, d) layout of LayerTrace.head_out; fn(value) -> value."""
+    pairs: list[tuple[str, HookFn]] = []
+    for point, fn in hooks.items():
+        match = _LEGACY_POINT.fullmatch(point)
+        if match is None:
+            raise ValueError(f"unknown hook point {point!r}: forward(hooks=...) knows blocks.{{i}}.x and "
+                             "blocks.{i}.head_out; every other point is in fwd_hooks (see Model.hook_names())")
+        i, what = match.groups()
+        if what == "x":
+            pairs.append((f"blocks.{i}.hook_resid_pre", lambda value, hook, fn=fn: fn(value)))
+        else:
+            pairs.append((f"blocks.{i}.attn.hook_result",
+                          lambda value, hook, fn=fn: np.swapaxes(np.asarray(fn(np.swapaxes(value, -3, -2))), -3, -2)))
+    return pairs
+
+
+class _Pass(NamedTuple):
+    """What one forward pass computed (tok, pos and x are None when it started past the embedding)."""
+
+    tok: np.ndarray | None
+    pos: np.ndarray | None
+    x: np.ndarray | None  # the rows entering the first block run
+    layers: list[LayerTrace]
+    final: np.ndarray | None  # None when it stopped before the final norm
+    out: np.ndarray  # logits, or the residual after the last block run (stop_at_layer)
+    positions: np.ndarray
 
 
 class KVCache:
@@ -115,93 +139,184 @@ class Model:
         return cls(cfg, init_params(cfg, seed, dtype))
 
     # ---- the forward pass, top to bottom ----
+    #
+    # One pass serves everything: forward() wraps it in a Trace, run_with_hooks / run_with_cache return the logits
+    # (and the cache). Every value goes through hooks.point(name, value), named as TransformerLens names it; a
+    # hook that replaces a value changes everything after it.
 
     def forward(
-        self, tokens: Any, lengths: Any = None, cache: KVCache | None = None, hooks: Hooks | None = None
+        self, tokens: Any, lengths: Any = None, cache: KVCache | None = None, hooks: Hooks | None = None,
+        fwd_hooks: FwdHooks = (),
     ) -> Trace:
-        """Run token ids (T,) or (B, T). With `lengths` (B,), positions at or past a row's length are padding:
-        never attended, and every valid row equals the unbatched run of that sequence. With a `cache`, the tokens
-        continue the cached sequence (one sequence, no padding) and the cache is extended.
+        """Run token ids (T,) or (B, T) and record every value in a Trace. With `lengths` (B,), positions at or
+        past a row's length are padding: never attended, and every valid row equals the unbatched run of that
+        sequence. With a `cache`, the tokens continue the cached sequence (one sequence, no padding) and the cache
+        is extended.
 
-        `hooks` maps a hook point to a function that gets the value computed there and returns the value the
-        pass goes on with (for ablation and patching, see slm.interventions). Hook points:
-        "blocks.{i}.x" (T, d) the rows entering block i; "blocks.{i}.head_out" (H, T, d) each head's write."""
+        `fwd_hooks` are (name or predicate, fn(value, hook)) pairs as in run_with_hooks; their values have no batch
+        axis when the tokens have none. `hooks` is the older form: {"blocks.{i}.x" or "blocks.{i}.head_out":
+        fn(value) -> value}, the rows entering block i (T, d) and each head's write (H, T, d)."""
         ids, batched = self._check_tokens(tokens, cache)
-        if cache is not None and not self.cfg.causal:
+        if lengths is not None:
+            lengths = self._check_lengths(lengths, ids.shape, batched, cache)
+        run = self._hooks([*fwd_hooks, *_legacy_hooks(hooks or {})])
+        done = self._pass(run, ids, None, lengths, cache, None, None)
+        return Trace(
+            tokens=ids, tok=done.tok, pos=done.pos, x=done.x, layers=done.layers, final=done.final,
+            logits=done.out, probs=layers.softmax(done.out), positions=done.positions, lengths=lengths,
+        )
+
+    def run_with_hooks(
+        self, input: Any, fwd_hooks: FwdHooks = (), lengths: Any = None, start_at_layer: int | None = None,
+        stop_at_layer: int | None = None,
+    ) -> np.ndarray:
+        """The logits (B, T, V) of token ids (T,) or (B, T), run with `fwd_hooks`: (name or predicate, fn) pairs,
+        fn(value, hook) returning None (keep the value) or the array to go on with.
+
+        As in TransformerLens, `start_at_layer=l` makes `input` the residual stream (B, T, d) entering block l
+        (the blocks before it and the embedding do not run), and `stop_at_layer=l` returns the residual stream
+        entering block l (B, T, d) instead of the logits (no final norm, no unembedding)."""
+        return self._run(input, self._hooks(fwd_hooks), lengths, start_at_layer, stop_at_layer)
+
+    def run_with_cache(
+        self, input: Any, names: NameFilter = None, lengths: Any = None, start_at_layer: int | None = None,
+        stop_at_layer: int | None = None, fwd_hooks: FwdHooks = (),
+    ) -> tuple[np.ndarray, ActivationCache]:
+        """(logits, cache) as run_with_hooks, the cache holding the value at every hook point (or at `names`: a
+        name, a list of names or a predicate), each with its batch axis."""
+        values: dict[str, np.ndarray] = {}
+        run = self._hooks(fwd_hooks, values, name_filter(names))
+        out = self._run(input, run, lengths, start_at_layer, stop_at_layer)
+        return out, ActivationCache(values, self.cfg.n_layers, self.cfg.norm_placement == "pre")
+
+    def hook_names(self) -> list[str]:
+        """Every hook point of this model, in the order the forward pass reaches them."""
+        cfg, pre = self.cfg, self.cfg.norm_placement == "pre"
+        names = ["hook_embed"] + (["hook_pos_embed"] if cfg.positions in ("sinusoidal", "learned") else [])
+        for i in range(cfg.n_layers):
+            b, a, m = f"blocks.{i}", f"blocks.{i}.attn", f"blocks.{i}.mlp"
+            ln1, ln2 = [f"{b}.ln1.hook_normalized"], [f"{b}.ln2.hook_normalized"]
+            rope = [f"{a}.hook_rot_q", f"{a}.hook_rot_k"] if cfg.positions == "rope" else []
+            gated = [f"{m}.hook_pre_linear"] if cfg.activation == "swiglu" else []
+            names += [f"{b}.hook_resid_pre", *(ln1 if pre else []), f"{a}.hook_q", f"{a}.hook_k", f"{a}.hook_v", *rope,
+                      f"{a}.hook_attn_scores", f"{a}.hook_pattern", f"{a}.hook_z", f"{a}.hook_result",
+                      f"{b}.hook_attn_out", *([] if pre else ln1), f"{b}.hook_resid_mid", *(ln2 if pre else []),
+                      f"{m}.hook_pre", *gated, f"{m}.hook_post", f"{b}.hook_mlp_out", *([] if pre else ln2),
+                      f"{b}.hook_resid_post"]
+        return names + (["ln_final.hook_normalized"] if pre else [])
+
+    def _hooks(self, fwd_hooks: FwdHooks, cache: dict | None = None, cache_filter=None) -> HookRun:
+        run = HookRun(fwd_hooks, cache, cache_filter)
+        run.check_names(self.hook_names())
+        return run
+
+    def _run(self, input: Any, run: HookRun, lengths: Any, start_at_layer: int | None, stop_at_layer: int | None
+             ) -> np.ndarray:
+        """run_with_hooks and run_with_cache: always a batch axis, as in TransformerLens."""
+        if start_at_layer is None:
+            ids, batched = self._check_tokens(input, None)
+            ids = ids if batched else ids[None]
+            resid, shape = None, ids.shape
+        else:
+            ids, resid = None, self._check_resid(input)
+            shape = resid.shape[:2]
+        if lengths is not None:
+            lengths = self._check_lengths(lengths, shape, True, None)
+        return self._pass(run, ids, resid, lengths, None, start_at_layer, stop_at_layer).out
+
+    def _pass(
+        self, hooks: HookRun, ids: np.ndarray | None, resid: np.ndarray | None, lengths: np.ndarray | None,
+        cache: KVCache | None, start_at_layer: int | None, stop_at_layer: int | None,
+    ) -> _Pass:
+        cfg, at = self.cfg, hooks.point
+        if cache is not None and not cfg.causal:
             raise ValueError("a KVCache needs a causal model: without the mask, cached rows would miss later tokens")
-        n_new = ids.shape[-1]
+        n_new = ids.shape[-1] if resid is None else resid.shape[-2]
         start = 0 if cache is None else cache.length
         positions = np.arange(start, start + n_new)
-        mask = layers.causal_mask(n_new, start + n_new) if self.cfg.causal else np.ones((n_new, start + n_new), bool)
+        mask = layers.causal_mask(n_new, start + n_new) if cfg.causal else np.ones((n_new, start + n_new), bool)
         if lengths is not None:
-            lengths = self._check_lengths(lengths, ids, batched, cache)
             mask = mask & layers.padding_mask(lengths, n_new)[:, None, None, :]
 
-        tok = self.params["tok_emb"][ids]
-        pos = self._position_rows(positions, tok)
-        x = x0 = _hook(hooks, "blocks.0.x", tok + pos)
-        layer_traces = []
-        for i in range(self.cfg.n_layers):
-            if i > 0:
-                x = _hook(hooks, f"blocks.{i}.x", x)
-            layer_traces.append(self._block(i, x, positions, mask, cache, hooks))
-            x = layer_traces[-1].y
-        final = self.norm("norm_f", x) if self.cfg.norm_placement == "pre" else x
-        logits = final @ self.unembedding()
+        tok = pos = None
+        if resid is None:
+            tok = at("hook_embed", self.params["tok_emb"][ids])
+            pos = self._position_rows(positions, tok)
+            if cfg.positions in ("sinusoidal", "learned"):  # RoPE and "none" add no position rows
+                pos = at("hook_pos_embed", pos.copy())  # a copy: an in-place hook must not write into the table
+            resid = tok + pos
+        x0, layer_traces = None, []
+        for i in range(cfg.n_layers)[start_at_layer:stop_at_layer]:
+            resid = at(f"blocks.{i}.hook_resid_pre", resid)
+            x0 = resid if x0 is None else x0
+            layer_traces.append(self._block(i, resid, positions, mask, cache, hooks))
+            resid = layer_traces[-1].y
         if cache is not None:
             cache.length += n_new
-
-        trace = Trace(
-            tokens=ids, tok=tok, pos=pos, x=x0, layers=layer_traces, final=final, logits=logits,
-            probs=layers.softmax(logits), positions=positions, lengths=lengths,
-        )
-        return trace
+        if stop_at_layer is not None:
+            return _Pass(tok, pos, x0, layer_traces, None, resid, positions)
+        final = at("ln_final.hook_normalized", self.norm("norm_f", resid)) if cfg.norm_placement == "pre" else resid
+        return _Pass(tok, pos, x0, layer_traces, final, final @ self.unembedding(), positions)
 
     def _block(
-        self, i: int, x: np.ndarray, positions: np.ndarray, mask: np.ndarray, cache: KVCache | None,
-        hooks: Hooks | None,
+        self, i: int, x: np.ndarray, positions: np.ndarray, mask: np.ndarray, cache: KVCache | None, hooks: HookRun,
     ) -> LayerTrace:
-        pre = self.cfg.norm_placement == "pre"
-        attn_in = self.norm(f"blocks.{i}.norm1", x) if pre else x
-        q, k, v, scores, weights, head_out, attn_out = self._attention(i, attn_in, positions, mask, cache, hooks)
-        h = x + attn_out if pre else self.norm(f"blocks.{i}.norm1", x + attn_out)
-        ffn_in = self.norm(f"blocks.{i}.norm2", h) if pre else h
-        ffn = self._feed_forward(i, ffn_in)
-        y = h + ffn.out if pre else self.norm(f"blocks.{i}.norm2", h + ffn.out)
+        b, at = f"blocks.{i}", hooks.point
+        if self.cfg.norm_placement == "pre":  # h = x + Attn(N1(x));  y = h + FFN(N2(h))
+            attn_in = at(f"{b}.ln1.hook_normalized", self.norm(f"{b}.norm1", x))
+            q, k, v, att, head_out, attn_out = self._attention(i, attn_in, positions, mask, cache, hooks)
+            h = at(f"{b}.hook_resid_mid", x + attn_out)
+            ffn_in = at(f"{b}.ln2.hook_normalized", self.norm(f"{b}.norm2", h))
+            ffn = self._feed_forward(i, ffn_in, hooks)
+            y = at(f"{b}.hook_resid_post", h + ffn.out)
+        else:  # h = N1(x + Attn(x));  y = N2(h + FFN(h)): the norms' outputs are the residual stream itself
+            attn_in = x
+            q, k, v, att, head_out, attn_out = self._attention(i, attn_in, positions, mask, cache, hooks)
+            h = at(f"{b}.hook_resid_mid", at(f"{b}.ln1.hook_normalized", self.norm(f"{b}.norm1", x + attn_out)))
+            ffn_in = h
+            ffn = self._feed_forward(i, ffn_in, hooks)
+            y = at(f"{b}.hook_resid_post", at(f"{b}.ln2.hook_normalized", self.norm(f"{b}.norm2", h + ffn.out)))
         return LayerTrace(
-            attn_in=attn_in, q=q, k=k, v=v, scores=scores, attention=weights, head_out=head_out,
+            attn_in=attn_in, q=q, k=k, v=v, scores=att.scores, attention=att.weights, head_out=head_out,
             attn_out=attn_out, h=h, ffn_in=ffn_in, ff_pre=ffn.pre, ff_act=ffn.act, ff_out=ffn.out, y=y,
         )
 
     def _attention(
-        self, i: int, x: np.ndarray, positions: np.ndarray, mask: np.ndarray, cache: KVCache | None,
-        hooks: Hooks | None,
-    ) -> tuple[np.ndarray, ...]:
-        cfg, p = self.cfg, self.params
-        a = f"blocks.{i}.attn"
-        q = layers.split_heads(self._linear(x, a, "q"), cfg.n_heads)
-        k = layers.split_heads(self._linear(x, a, "k"), cfg.n_kv_heads)
-        v = layers.split_heads(self._linear(x, a, "v"), cfg.n_kv_heads)
+        self, i: int, x: np.ndarray, positions: np.ndarray, mask: np.ndarray, cache: KVCache | None, hooks: HookRun,
+    ) -> tuple[Any, ...]:
+        cfg, p, a = self.cfg, self.params, f"blocks.{i}.attn"
+
+        def heads(name: str, value: np.ndarray) -> np.ndarray:
+            # slm keeps heads before positions (..., H, T, k); hooks see TransformerLens's (..., T, H, k). Both are
+            # views of one array, so an in-place edit in a hook is seen by the pass.
+            return np.swapaxes(hooks.point(f"{a}.{name}", np.swapaxes(value, -3, -2)), -3, -2)
+
+        q = heads("hook_q", layers.split_heads(self._linear(x, a, "q"), cfg.n_heads))
+        k = heads("hook_k", layers.split_heads(self._linear(x, a, "k"), cfg.n_kv_heads))  # GQA: the g kv heads
+        v = heads("hook_v", layers.split_heads(self._linear(x, a, "v"), cfg.n_kv_heads))
         if cfg.positions == "rope":
-            q = layers.rope(q, positions, cfg.rope_base, cfg.rope_scale)
-            k = layers.rope(k, positions, cfg.rope_base, cfg.rope_scale)
+            q = heads("hook_rot_q", layers.rope(q, positions, cfg.rope_base, cfg.rope_scale))
+            k = heads("hook_rot_k", layers.rope(k, positions, cfg.rope_base, cfg.rope_scale))
         if cache is not None:
             k, v = cache.extend(i, k, v)
-        att = layers.attention(q, k, v, mask)
+        att = layers.attention(q, k, v, mask, lambda name, value: hooks.point(f"{a}.{name}", value))
+        z = heads("hook_z", att.out)
         # Head j's write into the residual: its k output coordinates through its own k columns of w_o.
         w_o = p[f"{a}.w_o"].reshape(cfg.n_model, cfg.n_heads, cfg.head_size).transpose(1, 2, 0)  # (H, k, d)
-        head_out = _hook(hooks, f"blocks.{i}.head_out", att.out @ w_o)
+        head_out = heads("hook_result", z @ w_o)
         attn_out = head_out.sum(axis=-3)
         if cfg.bias:
             attn_out = attn_out + p[f"{a}.b_o"]
-        return q, k, v, att.scores, att.weights, head_out, attn_out
+        return q, k, v, att, head_out, hooks.point(f"blocks.{i}.hook_attn_out", attn_out)
 
-    def _feed_forward(self, i: int, x: np.ndarray) -> layers.FeedForward:
-        p, f = self.params, f"blocks.{i}.ffn"
-        return layers.feed_forward(
+    def _feed_forward(self, i: int, x: np.ndarray, hooks: HookRun) -> layers.FeedForward:
+        p, f, m = self.params, f"blocks.{i}.ffn", f"blocks.{i}.mlp"
+        ffn = layers.feed_forward(
             x, p[f"{f}.w_in"], p[f"{f}.w_out"], self.cfg.activation,
             p.get(f"{f}.b_in"), p.get(f"{f}.b_out"), p.get(f"{f}.w_gate"),
+            lambda name, value: hooks.point(f"{m}.{name}", value),
         )
+        return ffn._replace(out=hooks.point(f"blocks.{i}.hook_mlp_out", ffn.out))
 
     def _linear(self, x: np.ndarray, prefix: str, which: str) -> np.ndarray:
         out = x @ self.params[f"{prefix}.w_{which}"].T
@@ -247,15 +362,25 @@ class Model:
             raise ValueError("a KVCache holds one sequence: pass tokens of shape (T,)")
         return ids, batched
 
+    def _check_resid(self, resid: Any) -> np.ndarray:
+        """The residual stream given to start_at_layer: (B, T, d) or (T, d), as a writable array of our dtype."""
+        resid = np.array(resid, dtype=self.dtype)  # a copy: hooks may edit it in place
+        if resid.ndim == 2:
+            resid = resid[None]
+        if resid.ndim != 3 or resid.shape[-1] != self.cfg.n_model or not 0 < resid.shape[1] <= self.cfg.n_ctx:
+            raise ValueError(f"with start_at_layer the input is the residual stream (B, T, d={self.cfg.n_model}), "
+                             f"T at most n_ctx={self.cfg.n_ctx}; got shape {resid.shape}")
+        return resid
+
     @staticmethod
-    def _check_lengths(lengths: Any, ids: np.ndarray, batched: bool, cache: KVCache | None) -> np.ndarray:
+    def _check_lengths(lengths: Any, shape: tuple[int, ...], batched: bool, cache: KVCache | None) -> np.ndarray:
         if cache is not None:
             raise ValueError("lengths (padding) cannot be combined with a KVCache")
         lengths = np.asarray(lengths)
-        if not batched or lengths.shape != (ids.shape[0],):
-            raise ValueError(f"lengths must have shape (B,) = ({ids.shape[0]},) for (B, T) tokens")
-        if lengths.min() < 1 or lengths.max() > ids.shape[1]:
-            raise ValueError(f"lengths must be between 1 and T={ids.shape[1]}, got {lengths.tolist()}")
+        if not batched or lengths.shape != (shape[0],):
+            raise ValueError(f"lengths must have shape (B,) = ({shape[0]},) for (B, T) tokens")
+        if lengths.min() < 1 or lengths.max() > shape[1]:
+            raise ValueError(f"lengths must be between 1 and T={shape[1]}, got {lengths.tolist()}")
         return lengths
 
     # ---- saving and loading: one .npz of arrays, the config and the meta data as JSON ----

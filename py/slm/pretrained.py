@@ -31,3 +31,11 @@ def tokenizer_for(model: Model) -> WordTokenizer:
     if "vocab" not in model.meta:
         raise ValueError("this model was saved without a vocabulary (meta['vocab'])")
     return WordTokenizer(model.meta["vocab"])
+
+
+def load(name: str = "shipped", dtype: type | None = np.float64) -> Model:
+    """A model by name, for notebooks: "shipped" is the model this project trained (as load_pretrained(), float64
+    by default)."""
+    if name == "shipped":
+        return load_pretrained(dtype)
+    raise ValueError(f"unknown model {name!r}: slm.load knows 'shipped'")

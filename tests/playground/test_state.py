@@ -145,8 +145,7 @@ def test_causal_mask_keeps_earlier_rows_bit_identical(state):
 
 
 def test_ablation_zeroes_exactly_one_head(state):
-    model = analysis.ablate_heads(state.model, [(0, 1)])
-    trace = model.forward(np.asarray(state.tokens.ids))
+    trace = slm.interventions.run_ablated(state.model, np.asarray(state.tokens.ids), [(0, 1)])
     assert np.all(trace.layers[0].head_out[1] == 0)
     np.testing.assert_array_equal(trace.layers[0].head_out[0], state.trace.layers[0].head_out[0])
     state.ablate = "L0.H1"

@@ -303,9 +303,9 @@ def role_report(model: Model, n: int = 100, seed: int = EVAL_SEED) -> dict:
 class _HookedModel(Model):
     """A model whose every forward pass runs with fixed hooks (to reuse the metrics above under an ablation)."""
 
-    def __init__(self, model: Model, hooks: dict) -> None:
+    def __init__(self, model: Model, hooks: list) -> None:
         super().__init__(model.cfg, model.params, model.meta)
         self._fixed_hooks = hooks
 
-    def forward(self, tokens, lengths=None, cache=None, hooks=None):  # type: ignore[override]
-        return super().forward(tokens, lengths, cache, {**self._fixed_hooks, **(hooks or {})})
+    def forward(self, tokens, lengths=None, cache=None, hooks=None, fwd_hooks=()):  # type: ignore[override]
+        return super().forward(tokens, lengths, cache, hooks, [*self._fixed_hooks, *fwd_hooks])
