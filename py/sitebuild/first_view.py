@@ -115,9 +115,25 @@ def render_python(pins: dict[str, str], log, python: str = sys.executable,  # no
     return str(venv_python(venv))
 
 
+def alive(pid: int) -> bool:
+    if os.name == "nt":  # os.kill there ends the process: keep the folder
+        return True
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
 def make_venv(python: str, pins: dict[str, str], venv: Path, wheels: Path) -> None:
     """`python -m venv` beside `venv`, pip installs RENDERS_WITH at their pins (the rest of build.lock's versions
     as constraints, the build's fetched wheels as a source), then takes `venv`'s place."""
+    for stale in venv.parent.glob(f"{venv.name}.part-*"):  # left by a build that was killed
+        pid = stale.name.rpartition("-")[2]
+        if not (pid.isdigit() and alive(int(pid))):
+            shutil.rmtree(stale, ignore_errors=True)
     part = venv.with_name(f"{venv.name}.part-{os.getpid()}")
     shutil.rmtree(part, ignore_errors=True)
     part.parent.mkdir(parents=True, exist_ok=True)
