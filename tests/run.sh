@@ -3,7 +3,35 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+# The pinned packages (requirements.txt) go into the project's own environment, .venv/ (ignored by git), never into
+# the Python that runs this script (PYTHON, else python, else python3). pip runs only when requirements.txt changed
+# since .venv's last install (its sha256 in .venv/requirements.sha256); a .venv whose Python no longer runs is made
+# again.
+base=${PYTHON:-$(command -v python || command -v python3 || true)}
+if [ -z "$base" ]; then
+  echo "tests/run.sh: no python or python3 on PATH (Python >= 3.11 with pip)" >&2
+  exit 1
+fi
+py=.venv/bin/python
+if ! "$py" -c '' 2>/dev/null; then
+  rm -rf .venv
+  if ! "$base" -m venv .venv >/dev/null; then
+    rm -rf .venv
+    # Debian's python3 has no ensurepip without python3-venv
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+      "$base" -m venv .venv
+    else
+      echo "tests/run.sh: '$base -m venv .venv' failed: install python3-venv (as root)" >&2
+      exit 1
+    fi
+  fi
+fi
+want=$(sha256sum requirements.txt | cut -d' ' -f1)
+if [ "$(cat .venv/requirements.sha256 2>/dev/null)" != "$want" ]; then
+  "$py" -m pip install --quiet --disable-pip-version-check -r requirements.txt
+  echo "$want" > .venv/requirements.sha256
+fi
 
 # Debian packages: GNU patch (the build applies its upstream patches with it) and the three browser engines the
 # site's tests drive: Chromium, Firefox ESR, WebKitGTK (WebKitWebDriver with its MiniBrowser) on an Xvfb display.
@@ -46,7 +74,8 @@ fi
 # tests), pinned in package-lock.json.
 npm ci --no-fund --no-audit --loglevel=error
 
-python -m ruff check .
+# Everything below runs in .venv's Python; the tests' builds and subprocesses use it too (sys.executable).
+"$py" -m ruff check .
 # Every upstream patch still applies to the pinned sources (lists every mismatch, not only the first).
-python build.py --check-patches
-python -m pytest "$@"
+"$py" build.py --check-patches
+"$py" -m pytest "$@"
