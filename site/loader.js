@@ -7,9 +7,11 @@
 // neither uses nor makes one.
 
 let STAGES = []; // the loading stages, in order: the manifest's `site.stages` (build.py)
-const STALL_MS = 120000; // no progress message for this long -> error instead of an endless spinner
 const body = document.body;
 const query = new URLSearchParams(location.search);
+// A stage that shows no progress for this long stops on the error panel (the stage, what was last seen, Retry)
+// instead of a bar that never moves. `?stall=SECONDS` sets it (the tests use a short one).
+const STALL_MS = 1000 * (Number(query.get("stall")) || 45);
 const embed = body.dataset.embed === "1" || query.get("embed") === "1";
 // Where the site's files come from. The hosted site: the server, next to this page. The portable file (one HTML
 // file opened from disk, portable.js): the page itself, whose one JSON block indexes the files it embeds. A page
@@ -21,7 +23,7 @@ const useSnapshot = !opaque && query.get("snapshot") !== "0" && "caches" in self
 const serviceWorkers = !opaque && "serviceWorker" in navigator;
 const info = (window.siteInfo = { timings: {}, loadedPackages: [], heapBytes: null });
 const timings = info.timings;
-const state = { stage: null, bytes: {}, total: {}, mainJsBytes: 0, failed: false };
+const state = { stage: null, labels: {}, bytes: {}, total: {}, mainJsBytes: 0, failed: false, progress: "" };
 let worker = null;
 let stallTimer = null;
 
@@ -47,16 +49,26 @@ function fail(what, detail, stopWorker = true) {
 
 function watchdog() {
   clearTimeout(stallTimer);
-  stallTimer = setTimeout(
-    () => fail(`Stalled while loading ${state.stage || "the page"}`, `No progress for ${STALL_MS / 1000} s.`),
-    STALL_MS,
-  );
+  stallTimer = setTimeout(() => {
+    const label = state.labels[state.stage] || "Loading the page";
+    const row = state.stage && $(`#stage-${state.stage} .bytes`)?.textContent;
+    const seen = [row && `${label} ${row}`, $("#status").textContent].filter(Boolean).join("; ") || "nothing yet";
+    fail(`Stalled: ${label}`, `No progress for ${STALL_MS / 1000} s. Last seen: ${seen}.`);
+  }, STALL_MS);
+}
+
+// The watchdog restarts only on news: a message that repeats the last one's progress does not count.
+function progressed(news) {
+  if (news === state.progress) return;
+  state.progress = news;
+  watchdog();
 }
 
 // --------------------------------------------------------------------------------- progress screen
 // One row per stage: its label, a progress bar and the bytes loaded.
 function stageRows(stages) {
   STAGES = Object.keys(stages);
+  state.labels = stages;
   $(".stages").replaceChildren(
     ...STAGES.map((s) => {
       const row = document.createElement("li");
@@ -357,7 +369,7 @@ async function startWorker(manifest, mainJs, hold) {
 
   worker.onmessage = async (event) => {
     const msg = event.data;
-    watchdog();
+    progressed(JSON.stringify([msg.type, msg.bytes, msg.stage, msg.msg]));
     if (msg.type === "progress") {
       for (const s of STAGES) {
         state.bytes[s] = msg.bytes[s] + (s === "runtime" ? state.mainJsBytes : 0);

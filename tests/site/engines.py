@@ -272,6 +272,7 @@ class FirefoxDriver:
                                       refuser.address],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True,
                                      cwd=ROOT)
+        self.refuser = refuser
         self.next_id = 0
         self.version = self.call("version", timeout_s=120)
 
@@ -297,6 +298,7 @@ class FirefoxDriver:
             self.proc.kill()
             self.proc.wait()
         self.log.close()
+        self.refuser.close()
 
 
 # Hosts Firefox itself talks to (remote settings, telemetry): refused by the proxy like any other, but not the page's.
@@ -456,8 +458,11 @@ class Engines:
             return ChromiumPage(self.chromium, local)
         if engine in FIREFOXES:
             if engine not in self._firefox:
-                self._firefox[engine] = FirefoxDriver(engine, FIREFOXES[engine], self.refuser())
-            return FirefoxPage(engine, self._firefox[engine], self.refuser(), local)
+                # A proxy of its own: Firefox's background requests must not land in another engine's list.
+                refuser = Refuser()
+                self._firefox[engine] = FirefoxDriver(engine, FIREFOXES[engine], refuser)
+            driver = self._firefox[engine]
+            return FirefoxPage(engine, driver, driver.refuser, local)
         if engine == "webkit":
             for path in (WEBKIT_DRIVER, MINIBROWSER):
                 if not Path(path).exists():

@@ -6,13 +6,16 @@ Screenshots: artifacts/site/<engine>-<name>.png.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import shutil
+import time
 import zipfile
 from pathlib import Path
 
 import pytest
 from engines import ENGINES, Engines
+from hosts import HOSTS, Stall, hosted
 
 from conftest import serve
 
@@ -74,13 +77,14 @@ def test_harness_drives_a_file_url_under_a_strict_csp(engines: Engines, engine: 
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.parametrize("host", HOSTS)
 @pytest.mark.parametrize("engine", ENGINES)
-def test_cdn_build_offline_ends_on_the_numpy_panel(engines: Engines, engine: str, cdn_site: Path) -> None:
-    """Every request off 127.0.0.1 refused (as in CI): the page boots Pyodide, installs every vendored wheel,
-    then stops on the error panel naming NumPy, with a Retry button."""
-    with serve(cdn_site) as url, engines.page(engine) as page:
+def test_cdn_build_offline_ends_on_the_numpy_panel(engines: Engines, engine: str, host: str, cdn_site: Path) -> None:
+    """On every kind of host (hosts.py), every request off 127.0.0.1 refused (as in CI): the page boots Pyodide,
+    installs every vendored wheel, then stops on the error panel naming NumPy, with a Retry button."""
+    with hosted(cdn_site, host) as url, engines.page(engine) as page:
         page.open(url + "index.html")
-        page.screenshot("ci-cdn-offline-error")
+        page.screenshot(f"ci-cdn-offline-error-{host}")
         assert page.evaluate("document.body.dataset.error") == "1", (page.text("#error"), page.console)
         assert page.evaluate("document.body.dataset.ready") is None
         assert "NumPy" in page.text("#error-what"), (page.console, page.text("#error-detail"))
@@ -91,6 +95,37 @@ def test_cdn_build_offline_ends_on_the_numpy_panel(engines: Engines, engine: str
         assert all(u.startswith(("https://cdn.jsdelivr.net/pyodide/v0.29.3/full/numpy-", "cdn.jsdelivr.net:443"))
                    for u in page.external), page.external
         assert not [c for c in page.errors() if "Content Security Policy" in c or "pageerror" in c], page.console
+
+
+@pytest.mark.parametrize(("stalled", "stage"), [("pyodide.asm.wasm.gz", "Pyodide runtime"),
+                                               ("bokeh-3.9.2-py3-none-any.whl", "Python packages")])
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_stalled_download_ends_on_the_error_panel_and_retry_goes_on(engines: Engines, engine: str, stalled: str,
+                                                                    stage: str, cdn_site: Path) -> None:
+    """A file whose download stops halfway, the connection left open (a host or a link that hangs): the stage's
+    watchdog shows the error panel naming the stage, with Retry; once the host answers again, Retry starts over
+    and gets as far as CI can (the NumPy panel)."""
+    stall = Stall(stalled)
+    with hosted(cdn_site, "plain", stall) as url, engines.page(engine) as page:
+        page.open(url + "index.html?stall=15")
+        page.screenshot(f"stalled-{stalled.split('-')[0].split('.')[0]}")
+        assert stall.stalled, "the stalled file was never asked for"
+        assert page.evaluate("document.body.dataset.error") == "1", page.text("#error")
+        assert page.text("#error-what") == f"Stalled: {stage}", page.text("#error")
+        assert "No progress for 15 s" in page.text("#error-detail")
+        stall.release()
+        origin = page.evaluate("performance.timeOrigin")
+        page.click("#retry")
+        deadline = time.monotonic() + 150
+        what = ""
+        while "NumPy" not in what and time.monotonic() < deadline:
+            time.sleep(0.5)
+            with contextlib.suppress(Exception):  # the page is reloading
+                what = page.evaluate("document.body.dataset.error === '1' ? $('#error-what').textContent : ''"
+                                     .replace("$", "document.querySelector"))
+        page.screenshot(f"stalled-{stalled.split('-')[0].split('.')[0]}-retried")
+        assert page.evaluate("performance.timeOrigin") != origin, "Retry did not start the page again"
+        assert "NumPy" in what, page.text("#error")
 
 
 # fetcher.js (the wheels' download thread) run as the app worker runs it, with the groups given; for each URL, what it

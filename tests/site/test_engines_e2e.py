@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 from engines import ENGINES, FIND_JS, Engines, Page
+from hosts import HOSTS, hosted
 from test_site_e2e import RECORD_TOKENS_JS, SOURCES_JS, VALUES_JS
-
-from conftest import serve
 
 PROMPT = "input[placeholder='the cat chased the dog']"
 
@@ -51,17 +50,18 @@ def show_tab(page: Page, tab: str, column: str) -> list[str]:
     return page.evaluate(VALUES_JS, column)
 
 
+@pytest.mark.parametrize("host", HOSTS)
 @pytest.mark.parametrize("engine", ENGINES)
-def test_hosted_site_runs_streams_and_restores_its_snapshot(engines: Engines, engine: str,
+def test_hosted_site_runs_streams_and_restores_its_snapshot(engines: Engines, engine: str, host: str,
                                                            vendored_site: Path) -> None:
     """Ready with the prompt from the query string; Generate streams tokens; the attention and residual views have
     data; the memory snapshot is saved, and the reload starts from it and generates the same tokens."""
-    with serve(vendored_site) as url, engines.page(engine) as page:
+    with hosted(vendored_site, host) as url, engines.page(engine) as page:
         page.open(url + "index.html?view=generate&prompt=the%20cat")
-        page.screenshot("e2e-01-ready")
+        page.screenshot(f"e2e-{host}-01-ready")
         assert page.evaluate("document.body.dataset.ready") == "1", (page.text("#error"), page.console)
         timings = page.evaluate("window.siteInfo.timings")
-        print(f"[{engine}] cold start: ready at {timings['ready']:.0f} ms after navigation ({json.dumps(timings)})")
+        print(f"[{engine} {host}] cold start: ready at {timings['ready']:.0f} ms ({json.dumps(timings)})")
         assert page.evaluate("window.siteInfo.snapshot") == "none"
         assert page.evaluate(f"(s) => ({FIND_JS})(s).value", PROMPT) == "the cat"
         # The first visit leaves a memory snapshot for the next one.
@@ -71,33 +71,33 @@ def test_hosted_site_runs_streams_and_restores_its_snapshot(engines: Engines, en
         page.wait_js("document.body.dataset.views === 'built'", timeout_s=60)
 
         frames, first = generate(page, "the dogs")
-        page.screenshot("e2e-02-generated")
+        page.screenshot(f"e2e-{host}-02-generated")
         final = frames[-1][1]
         assert final > 1 and len(first) == final, (frames, first)
         partial = [n for _, n in frames if 0 < n < final]
-        print(f"[{engine}] tokens shown per painted frame after the click: {frames}")
+        print(f"[{engine} {host}] tokens shown per painted frame after the click: {frames}")
         assert len(partial) >= 3, f"tokens did not stream (counts painted: {frames})"
 
         attention = show_tab(page, "Attention", "weight")
         assert any(max((w for w in json.loads(weights) if w is not None), default=0) > 0 for weights in attention)
-        page.screenshot("e2e-03-attention")
+        page.screenshot(f"e2e-{host}-03-attention")
         residual = show_tab(page, "Residual stream", "value")
         assert any(json.loads(values) for values in residual), residual
-        page.screenshot("e2e-04-residual")
+        page.screenshot(f"e2e-{host}-04-residual")
         assert page.count("canvas") > 0
 
         page.reload()
         page.wait_ready()
-        page.screenshot("e2e-05-from-snapshot")
+        page.screenshot(f"e2e-{host}-05-from-snapshot")
         assert page.evaluate("document.body.dataset.ready") == "1", (page.text("#error"), page.console)
         assert page.evaluate("document.body.dataset.snapshot") == "restored", page.console
         timings = page.evaluate("window.siteInfo.timings")
-        print(f"[{engine}] from the snapshot: ready at {timings['ready']:.0f} ms after navigation")
+        print(f"[{engine} {host}] from the snapshot: ready at {timings['ready']:.0f} ms after navigation")
         page.wait_js("document.body.dataset.views === 'built'", timeout_s=60)
         # NumPy's extension modules work after the restore: the same tokens and attention weights as before.
         assert generate(page, "the dogs")[1] == first
         page.click("label", "Generate")  # the reload kept the tab in the URL: Residual stream
-        page.screenshot("e2e-06-from-snapshot-generated")
+        page.screenshot(f"e2e-{host}-06-from-snapshot-generated")
         assert show_tab(page, "Attention", "weight") == attention
         assert page.external == [], page.external
         assert not page.errors(), page.console

@@ -1,0 +1,115 @@
+"""The kinds of static host a site is copied to, each served on 127.0.0.1 with nothing in between:
+
+- **plain**: what `python -m http.server` and GitHub Pages-like hosts send: no CORS, no cache headers, no
+  compression, `.gz` files as `application/gzip` without `Content-Encoding`;
+- **gzip**: a host that compresses text, scripts and wasm on the wire (`Content-Encoding: gzip`) when asked;
+- **subpath**: the plain host with the site two folders down (`/course/playground/`), as a course page holds it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import gzip
+import http.server
+import io
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+HOSTS = ("plain", "gzip", "subpath")
+SUBPATH = "course/playground/"
+
+
+class PlainHandler(http.server.SimpleHTTPRequestHandler):
+    """`python -m http.server` as it is, quiet."""
+
+    def copyfile(self, source, outputfile) -> None:  # noqa: ANN001 - the base class's signature
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # a reload drops the connection
+            super().copyfile(source, outputfile)
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
+        pass
+
+
+class GzipHandler(PlainHandler):
+    """Compresses a response when the client accepts gzip and its type is one hosts compress."""
+
+    COMPRESSED = ("text/", "application/javascript", "application/json", "application/wasm", "image/svg+xml")
+
+    def send_head(self):  # noqa: ANN201 - the base class's signature
+        path = Path(self.translate_path(self.path))
+        kind = self.guess_type(str(path))
+        if (path.is_dir() or not path.is_file() or "gzip" not in self.headers.get("Accept-Encoding", "")
+                or not kind.startswith(self.COMPRESSED)):
+            return super().send_head()
+        body = gzip.compress(path.read_bytes(), compresslevel=6)
+        self.send_response(200)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Encoding", "gzip")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Vary", "Accept-Encoding")
+        self.end_headers()
+        return io.BytesIO(body)
+
+
+class Stall:
+    """A fault for `hosted`: requests for paths ending in `suffix` get their headers and half their bytes, then
+    nothing until `release()` (the connection then closes): a download that stops moving."""
+
+    def __init__(self, suffix: str) -> None:
+        self.suffix = suffix
+        self.released = threading.Event()
+        self.stalled: list[str] = []
+
+    def release(self) -> None:
+        self.released.set()
+
+
+def stalling(handler: type[PlainHandler], stall: Stall) -> type[PlainHandler]:
+    class Stalling(handler):  # type: ignore[misc, valid-type]
+        def send_head(self):  # noqa: ANN201 - the base class's signature
+            if not self.path.split("?")[0].endswith(stall.suffix) or stall.released.is_set():
+                return super().send_head()
+            body = Path(self.translate_path(self.path)).read_bytes()
+            self.send_response(200)
+            self.send_header("Content-Type", self.guess_type(self.path.split("?")[0]))
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            with contextlib.suppress(OSError):
+                self.wfile.write(body[: len(body) // 2])
+                self.wfile.flush()
+            stall.stalled.append(self.path)
+            stall.released.wait(timeout=600)
+            self.close_connection = True
+            return None
+
+    return Stalling
+
+
+@contextlib.contextmanager
+def hosted(site: Path, host: str, stall: Stall | None = None) -> Iterator[str]:
+    """Serve `site` as host kind `host` (HOSTS), with a stalled file if `stall`; yields the URL of the site's
+    folder."""
+    if host not in HOSTS:
+        raise ValueError(f"unknown host {host!r}; one of {HOSTS}")
+    handler = GzipHandler if host == "gzip" else PlainHandler
+    if stall is not None:
+        handler = stalling(handler, stall)
+    with contextlib.ExitStack() as stack:
+        root, prefix = site, ""
+        if host == "subpath":
+            root = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+            (root / SUBPATH).parent.mkdir(parents=True)
+            (root / SUBPATH).symlink_to(site.resolve(), target_is_directory=True)
+            prefix = SUBPATH
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                                 functools.partial(handler, directory=str(root)))
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        stack.callback(server.server_close)
+        stack.callback(server.shutdown)
+        if stall is not None:
+            stack.callback(stall.release)
+        yield f"http://127.0.0.1:{server.server_address[1]}/{prefix}"
+
