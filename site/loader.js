@@ -114,7 +114,9 @@ async function fetchManifest() {
   if (portable) return portable.manifest;
   let resp;
   try {
-    resp = await fetch("build/manifest.json", { cache: "no-cache" });
+    // no-store: a revalidation sends the cached copy's date, and a host answers 304 to a rolled-back build whose
+    // files are older than it, which would keep the newer build running.
+    resp = await fetch("build/manifest.json", { cache: "no-store" });
   } catch (e) {
     throw [`Site manifest (build/manifest.json)`, `network error: ${e.message}`];
   }
@@ -607,6 +609,7 @@ async function main() {
   try {
     const manifest = await fetchManifest();
     timings.manifest = performance.now();
+    info.build = manifest.build_id;
     stageRows(manifest.site.stages);
     await replaceOtherBuildsServiceWorker(manifest.build_id);
     timings.serviceWorker = performance.now();

@@ -57,7 +57,7 @@ self.addEventListener("activate", (event) => {
 async function networkFirst(event, request) {
   const cache = await caches.open(CACHE);
   try {
-    const resp = await fetch(request, { cache: "no-cache" });
+    const resp = await fetch(request, { cache: "no-store" }); // not revalidated: see loader.js fetchManifest
     if (resp.ok) event.waitUntil(cache.put(request, resp.clone()));
     return resp;
   } catch (e) {

@@ -775,3 +775,41 @@ def test_no_first_view_for_another_state(browser: object, fake_vendored_site: tu
         assert page.evaluate("document.body.dataset.firstView") is None
         assert page.evaluate("(window.Bokeh?.documents ?? []).length") == 0
         assert not [r for r in visit.requests if r.endswith("first-view.json")], visit.requests
+
+
+def test_a_rolled_back_build_reaches_a_returning_visitor(browser: object, fake_vendored_site: tuple[Path, str],
+                                                         tmp_path: Path) -> None:
+    """An instructor rolls back to an older build whose files carry older modification times than the build a
+    student already ran. On a plain static host (validators from file times, no cache headers) and with no
+    interception in the way, the student's next reload runs the rolled-back build, not the cached newer one."""
+    import shutil
+
+    from hosts import hosted
+
+    site = tmp_path / "site"
+    shutil.copytree(fake_vendored_site[0], site)
+    manifest_path = site / "build" / "manifest.json"
+    older = json.loads(manifest_path.read_text())
+    newer = {**older, "build_id": "f" * len(older["build_id"])}  # deployed first; the same files otherwise
+    manifest_path.write_text(json.dumps(newer))
+    context = browser.new_context()  # type: ignore[attr-defined]
+    try:
+        page = context.new_page()
+        with hosted(site, "plain") as url:
+            page.goto(url + "index.html")
+            page.wait_for_selector("body[data-error='1'], body[data-ready='1']", state="attached", timeout=180_000)
+            assert page.evaluate("window.siteInfo.build") == newer["build_id"]
+            deadline = time.monotonic() + 60  # (wait_for_function evaluates a string, which the page's CSP forbids)
+            while not page.evaluate("navigator.serviceWorker.controller !== null"):
+                assert time.monotonic() < deadline, "no service worker took control of the page"
+                time.sleep(0.1)
+            manifest_path.write_text(json.dumps(older))
+            week_ago = time.time() - 7 * 86400
+            os.utime(manifest_path, (week_ago, week_ago))
+            for _ in range(2):  # the first reload and the one after it
+                page.reload()
+                page.wait_for_selector("body[data-error='1'], body[data-ready='1']", state="attached",
+                                       timeout=180_000)
+                assert page.evaluate("window.siteInfo.build") == older["build_id"]
+    finally:
+        context.close()
