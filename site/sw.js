@@ -70,10 +70,23 @@ async function networkFirst(event, request) {
 async function cacheFirst(event, request) {
   const cache = await caches.open(CACHE);
   const hit = await cache.match(request);
-  if (hit) return hit;
+  if (hit && (await intact(hit, request.integrity))) return hit;
+  if (hit) {
+    // A damaged copy would fail every start (and every Retry) until the site's data were cleared: fetch it again.
+    console.warn(`[site] the cached ${request.url} does not match its sha256: fetched again`);
+    await cache.delete(request);
+  }
   const resp = await fetch(request);
   if (resp.ok) event.waitUntil(cache.put(request, resp.clone()));
   return resp;
+}
+
+// Whether a cached response matches the request's integrity ("sha256-<base64>", as loadPackage asks for each wheel).
+async function intact(resp, integrity) {
+  const expected = /^sha256-(.+)$/.exec(integrity || "")?.[1];
+  if (!expected) return true;
+  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", await resp.clone().arrayBuffer()));
+  return btoa(String.fromCharCode(...digest)) === expected;
 }
 
 self.addEventListener("fetch", (event) => {

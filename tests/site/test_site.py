@@ -813,3 +813,43 @@ def test_a_rolled_back_build_reaches_a_returning_visitor(browser: object, fake_v
                 assert page.evaluate("window.siteInfo.build") == older["build_id"]
     finally:
         context.close()
+
+
+def test_a_damaged_file_in_the_cache_is_fetched_again(browser: object, fake_vendored_site: tuple[Path, str]) -> None:
+    """The Bokeh wheel's bytes in the service worker's cache are damaged (a disk error, an interrupted write): the
+    next start notices by the wheel's sha256, fetches it again and gets as far as before (here: the NumPy panel of
+    the fake NumPy), instead of stopping on 'could not load bokeh' at every start and every Retry."""
+    from hosts import hosted
+
+    context = browser.new_context()  # type: ignore[attr-defined]
+    try:
+        page = context.new_page()
+        with hosted(fake_vendored_site[0], "plain") as url:
+            page.goto(url + "index.html")
+            page.wait_for_selector("body[data-error='1'], body[data-ready='1']", state="attached", timeout=180_000)
+            first = page.text_content("#error-what")
+            deadline = time.monotonic() + 60
+            while not page.evaluate("navigator.serviceWorker.controller !== null"):
+                assert time.monotonic() < deadline, "no service worker took control of the page"
+                time.sleep(0.1)
+            damaged = page.evaluate("""async () => {
+              for (const name of await caches.keys()) {
+                const cache = await caches.open(name);
+                for (const request of await cache.keys()) {
+                  if (!/bokeh-[^/]*\\.whl$/.test(request.url)) continue;
+                  const bytes = new Uint8Array(await (await cache.match(request)).arrayBuffer());
+                  bytes[bytes.length >> 1] ^= 0xff;
+                  await cache.put(request, new Response(bytes, { headers: { "Content-Type": "application/zip" } }));
+                  return request.url;
+                }
+              }
+              return null;
+            }""")
+            assert damaged, "the Bokeh wheel was not in the cache"
+            page.reload()
+            page.wait_for_selector("body[data-error='1'], body[data-ready='1']", state="attached", timeout=180_000)
+            again = page.text_content("#error-what")
+            assert "bokeh" not in again.lower(), page.text_content("#error")
+            assert again == first, (first, again)
+    finally:
+        context.close()
