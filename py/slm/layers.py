@@ -22,12 +22,16 @@ GELU_C = math.sqrt(2.0 / math.pi)  # a Python float, so float32 arrays stay floa
 
 
 def layer_norm(
-    x: np.ndarray, weight: np.ndarray | None = None, bias: np.ndarray | None = None, eps: float = 1e-5
+    x: np.ndarray, weight: np.ndarray | None = None, bias: np.ndarray | None = None, eps: float = 1e-5,
+    point: Point | None = None,
 ) -> np.ndarray:
-    """Per row: subtract the mean, divide by the (population) standard deviation, then scale and shift."""
+    """Per row: subtract the mean, divide by the (population) standard deviation, then scale and shift.
+    `point("hook_normalized", value)`, when given, sees the row before the scale and shift (as TransformerLens)."""
     n = x.shape[-1]  # sum / n rather than .mean(): the same value, a third of the overhead on small rows
     centred = x - x.sum(axis=-1, keepdims=True) / n
     out = centred / np.sqrt((centred * centred).sum(axis=-1, keepdims=True) / n + eps)
+    if point is not None:
+        out = point("hook_normalized", out)
     if weight is not None:
         out = out * weight
     if bias is not None:
@@ -35,9 +39,12 @@ def layer_norm(
     return out
 
 
-def rms_norm(x: np.ndarray, weight: np.ndarray | None = None, eps: float = 1e-5) -> np.ndarray:
-    """Per row: divide by the root mean square (no centring), then scale."""
+def rms_norm(x: np.ndarray, weight: np.ndarray | None = None, eps: float = 1e-5, point: Point | None = None
+             ) -> np.ndarray:
+    """Per row: divide by the root mean square (no centring), then scale. `point` as in layer_norm."""
     out = x / np.sqrt((x * x).sum(axis=-1, keepdims=True) / x.shape[-1] + eps)
+    if point is not None:
+        out = point("hook_normalized", out)
     return out if weight is None else out * weight
 
 

@@ -88,6 +88,9 @@ def _legacy_hooks(hooks: Hooks) -> list[tuple[str, HookFn]]:
     return pairs
 
 
+_NORM_HOOKS = {"norm1": "ln1", "norm2": "ln2", "norm_f": "ln_final"}  # slm's parameter names, TL's hook names
+
+
 class _Pass(NamedTuple):
     """What one forward pass computed (tok, pos and x are None when it started past the embedding)."""
 
@@ -255,7 +258,7 @@ class Model:
             cache.length += n_new
         if stop_at_layer is not None:
             return _Pass(tok, pos, x0, layer_traces, None, resid, positions)
-        final = at("ln_final.hook_normalized", self.norm("norm_f", resid)) if cfg.norm_placement == "pre" else resid
+        final = self.norm("norm_f", resid, hooks) if cfg.norm_placement == "pre" else resid
         return _Pass(tok, pos, x0, layer_traces, final, final @ self.unembedding(), positions)
 
     def _block(
@@ -263,19 +266,19 @@ class Model:
     ) -> LayerTrace:
         b, at = f"blocks.{i}", hooks.point
         if self.cfg.norm_placement == "pre":  # h = x + Attn(N1(x));  y = h + FFN(N2(h))
-            attn_in = at(f"{b}.ln1.hook_normalized", self.norm(f"{b}.norm1", x))
+            attn_in = self.norm(f"{b}.norm1", x, hooks)
             q, k, v, att, head_out, attn_out = self._attention(i, attn_in, positions, mask, cache, hooks)
             h = at(f"{b}.hook_resid_mid", x + attn_out)
-            ffn_in = at(f"{b}.ln2.hook_normalized", self.norm(f"{b}.norm2", h))
+            ffn_in = self.norm(f"{b}.norm2", h, hooks)
             ffn = self._feed_forward(i, ffn_in, hooks)
             y = at(f"{b}.hook_resid_post", h + ffn.out)
         else:  # h = N1(x + Attn(x));  y = N2(h + FFN(h)): the norms' outputs are the residual stream itself
             attn_in = x
             q, k, v, att, head_out, attn_out = self._attention(i, attn_in, positions, mask, cache, hooks)
-            h = at(f"{b}.hook_resid_mid", at(f"{b}.ln1.hook_normalized", self.norm(f"{b}.norm1", x + attn_out)))
+            h = at(f"{b}.hook_resid_mid", self.norm(f"{b}.norm1", x + attn_out, hooks))
             ffn_in = h
             ffn = self._feed_forward(i, ffn_in, hooks)
-            y = at(f"{b}.hook_resid_post", at(f"{b}.ln2.hook_normalized", self.norm(f"{b}.norm2", h + ffn.out)))
+            y = at(f"{b}.hook_resid_post", self.norm(f"{b}.norm2", h + ffn.out, hooks))
         return LayerTrace(
             attn_in=attn_in, q=q, k=k, v=v, scores=att.scores, attention=att.weights, head_out=head_out,
             attn_out=attn_out, h=h, ffn_in=ffn_in, ff_pre=ffn.pre, ff_act=ffn.act, ff_out=ffn.out, y=y,
@@ -323,12 +326,18 @@ class Model:
         bias = self.params.get(f"{prefix}.b_{which}")
         return out if bias is None else out + bias
 
-    def norm(self, name: str, x: np.ndarray) -> np.ndarray:
-        """Apply the named norm (e.g. "norm_f", "blocks.0.norm1") with this model's weights."""
+    def norm(self, name: str, x: np.ndarray, hooks: HookRun | None = None) -> np.ndarray:
+        """Apply the named norm (e.g. "norm_f", "blocks.0.norm1") with this model's weights. With `hooks`, its
+        hook_normalized (ln1, ln2, ln_final) sees the normalised rows before the weights, as in TransformerLens."""
         weight = self.params[f"{name}.weight"]
+        point = None
+        if hooks:
+            where = _NORM_HOOKS[name.rsplit(".", 1)[-1]]
+            prefix = f"{name.rsplit('.', 1)[0]}.{where}" if "." in name else where
+            point = lambda hook, value: hooks.point(f"{prefix}.{hook}", value)  # noqa: E731
         if self.cfg.norm == "rms":
-            return layers.rms_norm(x, weight, self.cfg.eps)
-        return layers.layer_norm(x, weight, self.params[f"{name}.bias"], self.cfg.eps)
+            return layers.rms_norm(x, weight, self.cfg.eps, point)
+        return layers.layer_norm(x, weight, self.params[f"{name}.bias"], self.cfg.eps, point)
 
     def _position_rows(self, positions: np.ndarray, like: np.ndarray) -> np.ndarray:
         if self.cfg.positions == "sinusoidal":
