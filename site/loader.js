@@ -31,6 +31,16 @@ const $ = (sel) => document.querySelector(sel);
 const mb = (n) => `${(n / 1e6).toFixed(1)} MB`;
 
 // ------------------------------------------------------------------------------------ error panel
+// A failure the page shows: `what` names the asset or step (the error panel's heading), `detail` says why. The
+// worker has a class of the same shape (worker.js), whose errors arrive as 'error' messages.
+class SiteError extends Error {
+  constructor(what, detail) {
+    super(`${what}: ${detail}`);
+    this.what = what;
+    this.detail = detail;
+  }
+}
+
 // `stopWorker` false: the worker reported the failure itself and has stopped; it may still be storing a download
 // for the next visit (the decompressed wasm), which terminating it would cut off.
 function fail(what, detail, stopWorker = true) {
@@ -118,9 +128,9 @@ async function fetchManifest() {
     // files are older than it, which would keep the newer build running.
     resp = await fetch("build/manifest.json", { cache: "no-store" });
   } catch (e) {
-    throw [`Site manifest (build/manifest.json)`, `network error: ${e.message}`];
+    throw new SiteError(`Site manifest (build/manifest.json)`, `network error: ${e.message}`);
   }
-  if (!resp.ok) throw [`Site manifest (build/manifest.json)`, `HTTP ${resp.status} — was \`python build.py\` run?`];
+  if (!resp.ok) throw new SiteError(`Site manifest (build/manifest.json)`, `HTTP ${resp.status} — was \`python build.py\` run?`);
   return resp.json();
 }
 
@@ -148,7 +158,7 @@ function embeddedFile(path) {
   if (!embedded.has(path)) {
     embedded.set(path, (async () => {
       const part = portable.parts.find((p) => p.path === path);
-      if (!part) throw [`Portable file: ${path}`, "not in this file"];
+      if (!part) throw new SiteError(`Portable file: ${path}`, "not in this file");
       let bytes = fromBase64(document.getElementById(part.id).textContent);
       if (part.encoding === "gzip") {
         const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
@@ -157,7 +167,7 @@ function embeddedFile(path) {
       const digest = [...new Uint8Array(await crypto.subtle.digest("SHA-256", bytes))]
         .map((b) => b.toString(16).padStart(2, "0")).join("");
       if (bytes.length !== part.size || digest !== part.sha256) {
-        throw [`Portable file: ${path}`, "the embedded copy is damaged (its sha256 does not match)"];
+        throw new SiteError(`Portable file: ${path}`, "the embedded copy is damaged (its sha256 does not match)");
       }
       return new Blob([bytes], { type: MIME[path.split(".").pop()] || "application/octet-stream" });
     })());
@@ -292,7 +302,7 @@ async function loadMainJs(manifest) {
             state.mainJsBytes += manifest.files[src]?.size || 0;
             resolve();
           };
-          el.onerror = () => reject([`Browser library (${src})`, "failed to load"]);
+          el.onerror = () => reject(new SiteError(`Browser library (${src})`, "failed to load"));
           document.head.appendChild(el);
         }),
     ),
@@ -322,7 +332,7 @@ async function workerSource() {
     if (!resp.ok) throw new Error(`HTTP ${resp.status}`);
     return new Blob([await resp.text()], { type: "text/javascript" });
   } catch (e) {
-    throw ["Loading the worker (worker.js)", `${e.message || e} (a page in a sandboxed iframe reads the site's files with CORS: the host must send Access-Control-Allow-Origin)`];
+    throw new SiteError("Loading the worker (worker.js)", `${e.message || e} (a page in a sandboxed iframe reads the site's files with CORS: the host must send Access-Control-Allow-Origin)`);
   }
 }
 
@@ -395,8 +405,8 @@ async function startWorker(manifest, mainJs, hold) {
       info.snapshot = msg.snapshot;
       try {
         await mainJs;
-      } catch ([what, detail]) {
-        fail(what, detail);
+      } catch (e) {
+        fail(e.what || "Loading the page", e.detail || String(e));
         return;
       }
       try {
@@ -634,11 +644,11 @@ async function main() {
     const running = new Promise((resolve) => worker.addEventListener("message", resolve, { once: true }));
     const released = firstBytes?.then(() => worker.postMessage({ type: "go" }));
     const mainJs = Promise.all([running, released]).then(() => loadMainJs(manifest));
-    mainJs.catch(([what, detail]) => fail(what, detail));
+    mainJs.catch((e) => fail(e.what || "Loading the page", e.detail || String(e)));
     if (withFirstView) showFirstView(firstView, mainJs);
     await startWorker(manifest, mainJs, withFirstView);
   } catch (e) {
-    if (Array.isArray(e)) fail(e[0], e[1]);
+    if (e instanceof SiteError) fail(e.what, e.detail);
     else fail("Loading the page", String(e.stack || e));
   }
 }

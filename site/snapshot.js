@@ -115,7 +115,7 @@ export async function make(pyodide, recorder, root, cacheName, buildId) {
     try {
       value = M.__hiwire_get(i);
     } catch {
-      break;
+      break; // past the last slot of the table: the walk is done
     }
     if (value === undefined) M.__hiwire_set(i, null);
   }

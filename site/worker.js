@@ -131,7 +131,7 @@ async function download(url, input, init) {
         reportProgress();
       }
     })();
-    counted.catch(() => {});
+    counted.catch(() => {}); // a broken stream: the response's own reader (Pyodide's) reports it
     runtimeDownloads.get(url)?.(counted);
   }
   if (copy) {
@@ -289,7 +289,7 @@ function inflatesRaw() {
   try {
     return Boolean(new DecompressionStream("deflate-raw"));
   } catch {
-    return false;
+    return false; // the format is unknown here: loadPackage installs the wheels instead
   }
 }
 
@@ -614,7 +614,7 @@ async function start(msg) {
   const thread = !msg.controlled && !fromBlob && typeof Worker !== "undefined" && inflatesRaw();
   const unpacking = embedded ? Promise.resolve(false) : Promise.resolve(reading)
     .then((saved) => !saved && fetchPackagesEarly(lock, runtimeIn, thread))
-    .catch(() => false);
+    .catch(() => false); // no lock: loadPyodide reports it, and loadPackage would fetch the wheels itself
   const { loadPyodide } = await importPyodide();
   bytes.runtime += manifest.files["build/pyodide/pyodide.mjs"].size;
   if (msg.hold) await released;
@@ -689,7 +689,7 @@ function heapBytes() {
   try {
     return pyodide._module.HEAP8.buffer.byteLength;
   } catch {
-    return null;
+    return null; // a runtime without that internal: the size is only reported, never needed
   }
 }
 

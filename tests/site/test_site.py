@@ -667,6 +667,15 @@ def test_rebuild_replaces_the_service_worker_and_its_cache(browser: object, fake
 # ------------------------------------------------------------------------------------------ first view
 
 
+class SlowNumpyHandler(SiteHandler):
+    """A host that takes five seconds to answer for the NumPy wheel."""
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        if "/numpy-" in self.path:
+            time.sleep(5)
+        super().do_GET()
+
+
 def test_first_view_shows_the_default_page_before_python(browser: object, fake_vendored_site: tuple[Path, str]
                                                          ) -> None:
     """The build pre-renders the default state's page (sitebuild/first_view.py); the page shows it with BokehJS
@@ -678,7 +687,8 @@ def test_first_view_shows_the_default_page_before_python(browser: object, fake_v
     site, _ = fake_vendored_site
     manifest = json.loads((site / "build" / "manifest.json").read_text())
     assert manifest["first_view"]["path"] == "build/first-view.json"
-    with serve(site) as url, Visit(browser, url) as visit:
+    # The fake NumPy fails at once: answered late, it leaves the first view on screen long enough to be checked.
+    with serving(site, handler_class=SlowNumpyHandler) as url, Visit(browser, url) as visit:
         page = visit.page
         page.goto(url + "index.html")
         page.wait_for_selector("body[data-first-view='shown']", state="attached", timeout=60_000)
