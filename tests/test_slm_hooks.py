@@ -132,6 +132,24 @@ def test_start_and_stop_at_layer():
     assert "blocks.1.attn.hook_q" in part
 
 
+@pytest.mark.parametrize("switch", SWITCHES)
+def test_output_positions_are_the_full_run_at_those_positions(switch):
+    model = _model(SWITCHES[switch])
+    full, cache = model.run_with_cache(IDS, lengths=LENGTHS)
+    np.testing.assert_allclose(model.run_with_hooks(IDS, lengths=LENGTHS, output_positions=[3, -1]), full[:, [3, -1]],
+                               rtol=0, atol=1e-12)
+    seen = {}
+
+    def shape(value, hook):
+        seen[hook.name] = value.shape
+
+    out = model.run_with_hooks(cache["resid_pre", 1], [(lambda name: True, shape)], LENGTHS, start_at_layer=1,
+                               stop_at_layer=2, output_positions=2)
+    np.testing.assert_allclose(out, cache["resid_post", 1][:, [2]], rtol=0, atol=1e-12)
+    assert seen["blocks.1.attn.hook_pattern"] == (2, 4, 1, 8) and seen["blocks.1.hook_resid_post"] == (2, 1, 16)
+    assert seen["blocks.1.attn.hook_k"][1] == 8  # keys and values at every position
+
+
 def test_bad_hooks_are_clear_errors():
     model = _model({})
     with pytest.raises(ValueError, match="no hook point named"):

@@ -6,7 +6,7 @@ value (an in-place edit of it still counts); returning an array replaces it for 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Union
 
 import numpy as np
@@ -57,10 +57,11 @@ def name_filter(names: NameFilter) -> Callable[[str], bool]:
 class HookPoint:
     """What a hook gets as its second argument."""
 
-    __slots__ = ("name",)
+    __slots__ = ("name", "positions")
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, positions: np.ndarray | None = None) -> None:
         self.name = name
+        self.positions = positions  # the positions the value's pos axis holds: None = all (see output_positions)
 
     def layer(self) -> int:
         """The block the point belongs to ("blocks.3.attn.hook_q" -> 3)."""
@@ -87,19 +88,19 @@ class HookRun:
     def __bool__(self) -> bool:
         return bool(self.fwd_hooks) or self.cache is not None
 
-    def check_names(self, known: Sequence[str]) -> None:
+    def check_names(self, known: Collection[str]) -> None:
         """A string that names no point of this model is a typo: say so rather than never calling the hook."""
         for name, _ in self.fwd_hooks:
             if isinstance(name, str) and name not in known:
                 raise ValueError(f"no hook point named {name!r} in this model (see Model.hook_names())")
 
-    def point(self, name: str, value: np.ndarray) -> np.ndarray:
+    def point(self, name: str, value: np.ndarray, positions: np.ndarray | None = None) -> np.ndarray:
         fns = self._by_name.get(name)
         if fns is None:
             fns = self._by_name[name] = [fn for key, fn in self.fwd_hooks
                                          if (key == name if isinstance(key, str) else key(name))]
         for fn in fns:
-            new = fn(value, HookPoint(name))
+            new = fn(value, HookPoint(name, positions))
             if new is not None:
                 new = np.asarray(new, dtype=value.dtype)
                 if new.shape != value.shape:

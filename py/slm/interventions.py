@@ -10,8 +10,9 @@ points named as in TransformerLens (see docs/slm.md).
   the logit difference of two chosen tokens at one position. Patching clean activations into the corrupted run
   shows which (layer, position) or head carries what restores the clean answer ("recovered"); patching the
   other way shows what breaks it. The patches of one layer run as one batch, from that layer on
-  (start_at_layer), and stop at the residual the metric reads (stop_at_layer): nothing before the layer is
-  patched, so nothing before it needs running again.
+  (start_at_layer), and stop at the residual the metric reads (stop_at_layer, output_positions): nothing before
+  the layer is patched, so nothing before it needs running again, and the last block computes only the metric's
+  row after its keys and values.
 """
 
 from __future__ import annotations
@@ -145,7 +146,8 @@ def patch_hooks(source: Trace | None, sites: Sequence[Site], source_cache: Activ
         elif kind == "head":
             def patch_head(result, hook, rows=rows, heads=idx, layer=layer):  # result (B, pos, head, d)
                 result = result.copy()
-                result[rows, :, heads] = source.layers[layer].head_out[heads]
+                written = source.layers[layer].head_out[heads]  # (n, T, d)
+                result[rows, :, heads] = written if hook.positions is None else written[:, hook.positions]
                 return result
             fwd_hooks.append((name, patch_head))
         else:
@@ -155,6 +157,8 @@ def patch_hooks(source: Trace | None, sites: Sequence[Site], source_cache: Activ
             value = value[0] if source_cache.has_batch_dim else value
 
             def patch_any(x, hook, chosen=chosen, value=value):
+                if hook.positions is not None:
+                    raise ValueError("patch_hooks: a run with output_positions cannot patch " + hook.name)
                 x = x.copy()
                 for b, site in chosen:
                     where = _site_index(hook.name, site)
@@ -189,12 +193,14 @@ def run_patched(model: Model, tokens: Any, source: Trace, sites: Sequence[Site],
 
 
 def _metric_from_layer(model: Model, rows: np.ndarray, layer: int, fwd_hooks: list, batch: int, position: int,
-                       good: int, bad: int) -> np.ndarray:
+                       good: int, bad: int, one_row: bool = True) -> np.ndarray:
     """The metric for a batch of patches inside block `layer` and after it: the batch starts from the target's
-    rows entering that block and stops at the residual the final norm reads, and only the metric's row goes
-    through the final norm and the two unembedding columns."""
+    rows entering that block and stops at the residual the final norm reads; with `one_row` the last block
+    computes only the metric's row after its keys and values (output_positions), and only that row goes through
+    the final norm and the two unembedding columns."""
     resid = model.run_with_hooks(np.broadcast_to(rows, (batch, *rows.shape)), fwd_hooks, start_at_layer=layer,
-                                 stop_at_layer=model.cfg.n_layers)[:, position]
+                                 stop_at_layer=model.cfg.n_layers, output_positions=[position] if one_row else None)
+    resid = resid[:, 0] if one_row else resid[:, position]
     final = model.norm("norm_f", resid) if model.cfg.norm_placement == "pre" else resid
     logits = final @ model.unembedding()[:, [good, bad]]
     return logits[:, 0] - logits[:, 1]
@@ -279,7 +285,8 @@ def patch_hook_point(model: Model, target: Any, source: Any, kind: str, position
                     cells.append((p, h))
         if sites:
             values = _metric_from_layer(model, t_cache["resid_pre", layer][0], layer,
-                                        patch_hooks(None, sites, s_cache), len(sites), position, good, bad)
+                                        patch_hooks(None, sites, s_cache), len(sites), position, good, bad,
+                                        one_row=False)
             for (p, h), value in zip(cells, values, strict=True):
                 grid[layer, p, h] = value
     return grid if per_head else grid[..., 0]

@@ -171,15 +171,20 @@ class Model:
 
     def run_with_hooks(
         self, input: Any, fwd_hooks: FwdHooks = (), lengths: Any = None, start_at_layer: int | None = None,
-        stop_at_layer: int | None = None,
+        stop_at_layer: int | None = None, output_positions: Any = None,
     ) -> np.ndarray:
         """The logits (B, T, V) of token ids (T,) or (B, T), run with `fwd_hooks`: (name or predicate, fn) pairs,
         fn(value, hook) returning None (keep the value) or the array to go on with.
 
         As in TransformerLens, `start_at_layer=l` makes `input` the residual stream (B, T, d) entering block l
         (the blocks before it and the embedding do not run), and `stop_at_layer=l` returns the residual stream
-        entering block l (B, T, d) instead of the logits (no final norm, no unembedding)."""
-        return self._run(input, self._hooks(fwd_hooks), lengths, start_at_layer, stop_at_layer)
+        entering block l (B, T, d) instead of the logits (no final norm, no unembedding).
+
+        `output_positions` (not in TransformerLens: for metrics that read a few positions) returns the output at
+        those positions only, (B, len, V or d). The last block run then computes keys and values at every
+        position but everything from hook_q on at those positions only, and its hooks see that shorter pos axis
+        (hook.positions says which)."""
+        return self._run(input, self._hooks(fwd_hooks), lengths, start_at_layer, stop_at_layer, output_positions)
 
     def run_with_cache(
         self, input: Any, names: NameFilter = None, lengths: Any = None, start_at_layer: int | None = None,
@@ -210,11 +215,14 @@ class Model:
 
     def _hooks(self, fwd_hooks: FwdHooks, cache: dict | None = None, cache_filter=None) -> HookRun:
         run = HookRun(fwd_hooks, cache, cache_filter)
-        run.check_names(self.hook_names())
+        if run.fwd_hooks:
+            if getattr(self, "_known_names", None) is None:  # the config is frozen: its names never change
+                self._known_names = frozenset(self.hook_names())
+            run.check_names(self._known_names)
         return run
 
-    def _run(self, input: Any, run: HookRun, lengths: Any, start_at_layer: int | None, stop_at_layer: int | None
-             ) -> np.ndarray:
+    def _run(self, input: Any, run: HookRun, lengths: Any, start_at_layer: int | None, stop_at_layer: int | None,
+             output_positions: Any = None) -> np.ndarray:
         """run_with_hooks and run_with_cache: always a batch axis, as in TransformerLens."""
         if start_at_layer is None:
             ids, batched = self._check_tokens(input, None)
@@ -225,11 +233,14 @@ class Model:
             shape = resid.shape[:2]
         if lengths is not None:
             lengths = self._check_lengths(lengths, shape, True, None)
-        return self._pass(run, ids, resid, lengths, None, start_at_layer, stop_at_layer).out
+        if output_positions is not None:
+            output_positions = np.arange(shape[1])[np.atleast_1d(output_positions)]  # negative counts from the end
+        return self._pass(run, ids, resid, lengths, None, start_at_layer, stop_at_layer, output_positions).out
 
     def _pass(
         self, hooks: HookRun, ids: np.ndarray | None, resid: np.ndarray | None, lengths: np.ndarray | None,
         cache: KVCache | None, start_at_layer: int | None, stop_at_layer: int | None,
+        output_positions: np.ndarray | None = None,
     ) -> _Pass:
         cfg, at = self.cfg, hooks.point
         if cache is not None and not cfg.causal:
@@ -249,36 +260,46 @@ class Model:
                 pos = at("hook_pos_embed", pos.copy())  # a copy: an in-place hook must not write into the table
             resid = tok + pos
         x0, layer_traces = None, []
-        for i in range(cfg.n_layers)[start_at_layer:stop_at_layer]:
+        blocks = range(cfg.n_layers)[start_at_layer:stop_at_layer]
+        for i in blocks:
             resid = at(f"blocks.{i}.hook_resid_pre", resid)
             x0 = resid if x0 is None else x0
-            layer_traces.append(self._block(i, resid, positions, mask, cache, hooks))
+            rows = output_positions if i == blocks[-1] else None  # earlier blocks: every row feeds later keys
+            layer_traces.append(self._block(i, resid, positions, mask, cache, hooks, rows))
             resid = layer_traces[-1].y
+        if output_positions is not None and not blocks:
+            resid = resid[..., output_positions, :]
         if cache is not None:
             cache.length += n_new
         if stop_at_layer is not None:
             return _Pass(tok, pos, x0, layer_traces, None, resid, positions)
-        final = self.norm("norm_f", resid, hooks) if cfg.norm_placement == "pre" else resid
+        final = self.norm("norm_f", resid, hooks, output_positions) if cfg.norm_placement == "pre" else resid
         return _Pass(tok, pos, x0, layer_traces, final, final @ self.unembedding(), positions)
 
     def _block(
         self, i: int, x: np.ndarray, positions: np.ndarray, mask: np.ndarray, cache: KVCache | None, hooks: HookRun,
+        rows: np.ndarray | None = None,
     ) -> LayerTrace:
-        b, at = f"blocks.{i}", hooks.point
+        b = f"blocks.{i}"
+
+        def at(name: str, value: np.ndarray) -> np.ndarray:
+            return hooks.point(f"{b}.{name}", value, rows)
+
+        x_out = x if rows is None else x[..., rows, :]  # the rows this block's output keeps (output_positions)
         if self.cfg.norm_placement == "pre":  # h = x + Attn(N1(x));  y = h + FFN(N2(h))
             attn_in = self.norm(f"{b}.norm1", x, hooks)
-            q, k, v, att, head_out, attn_out = self._attention(i, attn_in, positions, mask, cache, hooks)
-            h = at(f"{b}.hook_resid_mid", x + attn_out)
-            ffn_in = self.norm(f"{b}.norm2", h, hooks)
-            ffn = self._feed_forward(i, ffn_in, hooks)
-            y = at(f"{b}.hook_resid_post", h + ffn.out)
+            q, k, v, att, head_out, attn_out = self._attention(i, attn_in, positions, mask, cache, hooks, rows)
+            h = at("hook_resid_mid", x_out + attn_out)
+            ffn_in = self.norm(f"{b}.norm2", h, hooks, rows)
+            ffn = self._feed_forward(i, ffn_in, hooks, rows)
+            y = at("hook_resid_post", h + ffn.out)
         else:  # h = N1(x + Attn(x));  y = N2(h + FFN(h)): the norms' outputs are the residual stream itself
             attn_in = x
-            q, k, v, att, head_out, attn_out = self._attention(i, attn_in, positions, mask, cache, hooks)
-            h = at(f"{b}.hook_resid_mid", self.norm(f"{b}.norm1", x + attn_out, hooks))
+            q, k, v, att, head_out, attn_out = self._attention(i, attn_in, positions, mask, cache, hooks, rows)
+            h = at("hook_resid_mid", self.norm(f"{b}.norm1", x_out + attn_out, hooks, rows))
             ffn_in = h
-            ffn = self._feed_forward(i, ffn_in, hooks)
-            y = at(f"{b}.hook_resid_post", self.norm(f"{b}.norm2", h + ffn.out, hooks))
+            ffn = self._feed_forward(i, ffn_in, hooks, rows)
+            y = at("hook_resid_post", self.norm(f"{b}.norm2", h + ffn.out, hooks, rows))
         return LayerTrace(
             attn_in=attn_in, q=q, k=k, v=v, scores=att.scores, attention=att.weights, head_out=head_out,
             attn_out=attn_out, h=h, ffn_in=ffn_in, ff_pre=ffn.pre, ff_act=ffn.act, ff_out=ffn.out, y=y,
@@ -286,23 +307,27 @@ class Model:
 
     def _attention(
         self, i: int, x: np.ndarray, positions: np.ndarray, mask: np.ndarray, cache: KVCache | None, hooks: HookRun,
+        rows: np.ndarray | None = None,
     ) -> tuple[Any, ...]:
         cfg, p, a = self.cfg, self.params, f"blocks.{i}.attn"
 
-        def heads(name: str, value: np.ndarray) -> np.ndarray:
+        def heads(name: str, value: np.ndarray, rows: np.ndarray | None = rows) -> np.ndarray:
             # slm keeps heads before positions (..., H, T, k); hooks see TransformerLens's (..., T, H, k). Both are
             # views of one array, so an in-place edit in a hook is seen by the pass.
-            return np.swapaxes(hooks.point(f"{a}.{name}", np.swapaxes(value, -3, -2)), -3, -2)
+            return np.swapaxes(hooks.point(f"{a}.{name}", np.swapaxes(value, -3, -2), rows), -3, -2)
 
-        q = heads("hook_q", layers.split_heads(self._linear(x, a, "q"), cfg.n_heads))
-        k = heads("hook_k", layers.split_heads(self._linear(x, a, "k"), cfg.n_kv_heads))  # GQA: the g kv heads
-        v = heads("hook_v", layers.split_heads(self._linear(x, a, "v"), cfg.n_kv_heads))
+        # Keys and values at every position; queries (and all that follows) only at `rows` when given.
+        x_q, q_positions = (x, positions) if rows is None else (x[..., rows, :], positions[rows])
+        q = heads("hook_q", layers.split_heads(self._linear(x_q, a, "q"), cfg.n_heads))
+        k = heads("hook_k", layers.split_heads(self._linear(x, a, "k"), cfg.n_kv_heads), None)  # GQA: g heads
+        v = heads("hook_v", layers.split_heads(self._linear(x, a, "v"), cfg.n_kv_heads), None)
         if cfg.positions == "rope":
-            q = heads("hook_rot_q", layers.rope(q, positions, cfg.rope_base, cfg.rope_scale))
-            k = heads("hook_rot_k", layers.rope(k, positions, cfg.rope_base, cfg.rope_scale))
+            q = heads("hook_rot_q", layers.rope(q, q_positions, cfg.rope_base, cfg.rope_scale))
+            k = heads("hook_rot_k", layers.rope(k, positions, cfg.rope_base, cfg.rope_scale), None)
         if cache is not None:
             k, v = cache.extend(i, k, v)
-        att = layers.attention(q, k, v, mask, lambda name, value: hooks.point(f"{a}.{name}", value))
+        mask = mask if rows is None else mask[..., rows, :]
+        att = layers.attention(q, k, v, mask, lambda name, value: hooks.point(f"{a}.{name}", value, rows))
         z = heads("hook_z", att.out)
         # Head j's write into the residual: its k output coordinates through its own k columns of w_o.
         w_o = p[f"{a}.w_o"].reshape(cfg.n_model, cfg.n_heads, cfg.head_size).transpose(1, 2, 0)  # (H, k, d)
@@ -310,23 +335,25 @@ class Model:
         attn_out = head_out.sum(axis=-3)
         if cfg.bias:
             attn_out = attn_out + p[f"{a}.b_o"]
-        return q, k, v, att, head_out, hooks.point(f"blocks.{i}.hook_attn_out", attn_out)
+        return q, k, v, att, head_out, hooks.point(f"blocks.{i}.hook_attn_out", attn_out, rows)
 
-    def _feed_forward(self, i: int, x: np.ndarray, hooks: HookRun) -> layers.FeedForward:
+    def _feed_forward(self, i: int, x: np.ndarray, hooks: HookRun, rows: np.ndarray | None = None
+                      ) -> layers.FeedForward:
         p, f, m = self.params, f"blocks.{i}.ffn", f"blocks.{i}.mlp"
         ffn = layers.feed_forward(
             x, p[f"{f}.w_in"], p[f"{f}.w_out"], self.cfg.activation,
             p.get(f"{f}.b_in"), p.get(f"{f}.b_out"), p.get(f"{f}.w_gate"),
-            lambda name, value: hooks.point(f"{m}.{name}", value),
+            lambda name, value: hooks.point(f"{m}.{name}", value, rows),
         )
-        return ffn._replace(out=hooks.point(f"blocks.{i}.hook_mlp_out", ffn.out))
+        return ffn._replace(out=hooks.point(f"blocks.{i}.hook_mlp_out", ffn.out, rows))
 
     def _linear(self, x: np.ndarray, prefix: str, which: str) -> np.ndarray:
         out = x @ self.params[f"{prefix}.w_{which}"].T
         bias = self.params.get(f"{prefix}.b_{which}")
         return out if bias is None else out + bias
 
-    def norm(self, name: str, x: np.ndarray, hooks: HookRun | None = None) -> np.ndarray:
+    def norm(self, name: str, x: np.ndarray, hooks: HookRun | None = None, rows: np.ndarray | None = None
+             ) -> np.ndarray:
         """Apply the named norm (e.g. "norm_f", "blocks.0.norm1") with this model's weights. With `hooks`, its
         hook_normalized (ln1, ln2, ln_final) sees the normalised rows before the weights, as in TransformerLens."""
         weight = self.params[f"{name}.weight"]
@@ -334,7 +361,7 @@ class Model:
         if hooks:
             where = _NORM_HOOKS[name.rsplit(".", 1)[-1]]
             prefix = f"{name.rsplit('.', 1)[0]}.{where}" if "." in name else where
-            point = lambda hook, value: hooks.point(f"{prefix}.{hook}", value)  # noqa: E731
+            point = lambda hook, value: hooks.point(f"{prefix}.{hook}", value, rows)  # noqa: E731
         if self.cfg.norm == "rms":
             return layers.rms_norm(x, weight, self.cfg.eps, point)
         return layers.layer_norm(x, weight, self.params[f"{name}.bias"], self.cfg.eps, point)
@@ -373,7 +400,7 @@ class Model:
 
     def _check_resid(self, resid: Any) -> np.ndarray:
         """The residual stream given to start_at_layer: (B, T, d) or (T, d), as a writable array of our dtype."""
-        resid = np.array(resid, dtype=self.dtype)  # a copy: hooks may edit it in place
+        resid = np.asarray(resid, dtype=self.dtype)  # no copy: a read-only input (np.broadcast_to) stays read-only
         if resid.ndim == 2:
             resid = resid[None]
         if resid.ndim != 3 or resid.shape[-1] != self.cfg.n_model or not 0 < resid.shape[1] <= self.cfg.n_ctx:
