@@ -349,8 +349,8 @@ def test_patching_through_run_with_hooks_is_the_old_grid(shipped, prompt, direct
 
 
 def test_patching_any_hook_point(shipped):
-    """patch_hook_point on resid_pre is the grid's residual rows; per head on hook_result at every position is its
-    heads column when summed over one-position patches only for the last... so check it against run_patched."""
+    """patch_hook_point on resid_pre is the grid's residual rows; at other points (per position, or per position
+    and head) it equals run_patched, the whole batched pass with the same sites."""
     model, clean, corrupt, good, bad = shipped
     grid = iv.activation_patching(model, corrupt, clean, -1, good, bad)
     np.testing.assert_allclose(iv.patch_hook_point(model, corrupt, clean, "resid_pre", -1, good, bad),
