@@ -107,7 +107,7 @@ class Visit:
 
     def __init__(self, browser: object, url: str, service_workers: str = "allow",
                  allowed: tuple[str, ...] = ("http://127.0.0.1:",), screen: tuple[int, int, bool] = (1280, 1000, False),
-                 ) -> None:
+                 intercept: bool = True) -> None:
         self.base = url
         self.allowed = allowed  # what may be requested: everything else is aborted and recorded
         width, height, touch = screen  # a phone: (360, 740, True)
@@ -118,7 +118,8 @@ class Visit:
         self.requests: list[str] = []
         self.external: list[str] = []
         self.console: list[str] = []
-        self.context.route("**/*", self._route)
+        if intercept:  # False: nothing between the page and the host (Playwright's routes also bypass the HTTP cache)
+            self.context.route("**/*", self._route)
         self.page.on("console", lambda m: self.console.append(f"{m.type}: {m.text}"))
         self.page.on("pageerror", lambda e: self.console.append(f"pageerror: {e}"))
         # The worker's fetches also pass the context routes; record them for the assertions.

@@ -17,6 +17,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from hosts import hosted
 
 from conftest import MAP_NODES_JS, ROOT, Visit, built, run_build, serve, token_box_height
 from sitebuild import assemble, patches, slim
@@ -794,72 +795,47 @@ def test_a_rolled_back_build_reaches_a_returning_visitor(browser: object, fake_v
     interception in the way, the student's next reload runs the rolled-back build, not the cached newer one."""
     import shutil
 
-    from hosts import hosted
-
     site = tmp_path / "site"
     shutil.copytree(fake_vendored_site[0], site)
     manifest_path = site / "build" / "manifest.json"
     older = json.loads(manifest_path.read_text())
     newer = {**older, "build_id": "f" * len(older["build_id"])}  # deployed first; the same files otherwise
     manifest_path.write_text(json.dumps(newer))
-    context = browser.new_context()  # type: ignore[attr-defined]
-    try:
-        page = context.new_page()
-        with hosted(site, "plain") as url:
-            page.goto(url + "index.html")
-            page.wait_for_selector("body[data-error='1'], body[data-ready='1']", state="attached", timeout=180_000)
-            assert page.evaluate("window.siteInfo.build") == newer["build_id"]
-            deadline = time.monotonic() + 60  # (wait_for_function evaluates a string, which the page's CSP forbids)
-            while not page.evaluate("navigator.serviceWorker.controller !== null"):
-                assert time.monotonic() < deadline, "no service worker took control of the page"
-                time.sleep(0.1)
-            manifest_path.write_text(json.dumps(older))
-            week_ago = time.time() - 7 * 86400
-            os.utime(manifest_path, (week_ago, week_ago))
-            for _ in range(2):  # the first reload and the one after it
-                page.reload()
-                page.wait_for_selector("body[data-error='1'], body[data-ready='1']", state="attached",
-                                       timeout=180_000)
-                assert page.evaluate("window.siteInfo.build") == older["build_id"]
-    finally:
-        context.close()
+    with hosted(site, "plain") as url, Visit(browser, url, intercept=False) as visit:
+        visit.open()
+        assert visit.info()["build"] == newer["build_id"]
+        visit.wait_js("navigator.serviceWorker.controller !== null")
+        manifest_path.write_text(json.dumps(older))
+        week_ago = time.time() - 7 * 86400
+        os.utime(manifest_path, (week_ago, week_ago))
+        for _ in range(2):  # the first reload and the one after it
+            visit.reload()
+            assert visit.info()["build"] == older["build_id"]
 
 
 def test_a_damaged_file_in_the_cache_is_fetched_again(browser: object, fake_vendored_site: tuple[Path, str]) -> None:
     """The Bokeh wheel's bytes in the service worker's cache are damaged (a disk error, an interrupted write): the
     next start notices by the wheel's sha256, fetches it again and gets as far as before (here: the NumPy panel of
     the fake NumPy), instead of stopping on 'could not load bokeh' at every start and every Retry."""
-    from hosts import hosted
-
-    context = browser.new_context()  # type: ignore[attr-defined]
-    try:
-        page = context.new_page()
-        with hosted(fake_vendored_site[0], "plain") as url:
-            page.goto(url + "index.html")
-            page.wait_for_selector("body[data-error='1'], body[data-ready='1']", state="attached", timeout=180_000)
-            first = page.text_content("#error-what")
-            deadline = time.monotonic() + 60
-            while not page.evaluate("navigator.serviceWorker.controller !== null"):
-                assert time.monotonic() < deadline, "no service worker took control of the page"
-                time.sleep(0.1)
-            damaged = page.evaluate("""async () => {
-              for (const name of await caches.keys()) {
-                const cache = await caches.open(name);
-                for (const request of await cache.keys()) {
-                  if (!/bokeh-[^/]*\\.whl$/.test(request.url)) continue;
-                  const bytes = new Uint8Array(await (await cache.match(request)).arrayBuffer());
-                  bytes[bytes.length >> 1] ^= 0xff;
-                  await cache.put(request, new Response(bytes, { headers: { "Content-Type": "application/zip" } }));
-                  return request.url;
-                }
-              }
-              return null;
-            }""")
-            assert damaged, "the Bokeh wheel was not in the cache"
-            page.reload()
-            page.wait_for_selector("body[data-error='1'], body[data-ready='1']", state="attached", timeout=180_000)
-            again = page.text_content("#error-what")
-            assert "bokeh" not in again.lower(), page.text_content("#error")
-            assert again == first, (first, again)
-    finally:
-        context.close()
+    with hosted(fake_vendored_site[0], "plain") as url, Visit(browser, url, intercept=False) as visit:
+        visit.open()
+        first = visit.page.text_content("#error-what")
+        visit.wait_js("navigator.serviceWorker.controller !== null")
+        damaged = visit.page.evaluate("""async () => {
+          for (const name of await caches.keys()) {
+            const cache = await caches.open(name);
+            for (const request of await cache.keys()) {
+              if (!/bokeh-[^/]*\\.whl$/.test(request.url)) continue;
+              const bytes = new Uint8Array(await (await cache.match(request)).arrayBuffer());
+              bytes[bytes.length >> 1] ^= 0xff;
+              await cache.put(request, new Response(bytes, { headers: { "Content-Type": "application/zip" } }));
+              return request.url;
+            }
+          }
+          return null;
+        }""")
+        assert damaged, "the Bokeh wheel was not in the cache"
+        visit.reload()
+        again = visit.page.text_content("#error-what")
+        assert "bokeh" not in again.lower(), visit.page.text_content("#error")
+        assert again == first, (first, again)
