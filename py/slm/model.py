@@ -21,6 +21,8 @@ from . import layers
 from .config import Config
 from .hooks import ActivationCache, HookFn, HookRun, NameFilter, name_filter
 from .params import check_params, init_params
+from .tokenizer import WordTokenizer
+from .tokenizer import from_json as tokenizer_from_json
 
 
 @dataclass
@@ -124,11 +126,15 @@ class KVCache:
 class Model:
     """A decoder-only transformer given by a Config and a dict of named parameters (see slm.params)."""
 
-    def __init__(self, cfg: Config, params: dict[str, np.ndarray], meta: dict[str, Any] | None = None) -> None:
+    def __init__(self, cfg: Config, params: dict[str, np.ndarray], meta: dict[str, Any] | None = None,
+                 tokenizer: Any = None) -> None:
         check_params(cfg, params)
         self.cfg = cfg
         self.params = {name: np.asarray(value) for name, value in params.items()}
         self.meta = dict(meta or {})  # JSON-serialisable extras saved with the weights (e.g. the vocabulary)
+        if tokenizer is None and isinstance(self.meta.get("vocab"), list):
+            tokenizer = WordTokenizer(self.meta["vocab"])  # the shipped model's files name their words this way
+        self.tokenizer = tokenizer  # text <-> ids (slm.tokenizer), or None for a bare model
         self.dtype = self.params["tok_emb"].dtype
         self._sinusoids = (
             layers.sinusoidal_positions(cfg.n_ctx, cfg.n_model).astype(self.dtype)
@@ -419,12 +425,15 @@ class Model:
             raise ValueError(f"lengths must be between 1 and T={shape[1]}, got {lengths.tolist()}")
         return lengths
 
-    # ---- saving and loading: one .npz of arrays, the config and the meta data as JSON ----
+    # ---- saving and loading: one .npz of arrays, the config, meta data and tokenizer as JSON (docs/slm.md) ----
 
     def save(self, path: str | os.PathLike | io.IOBase) -> None:
         arrays = dict(self.params)
         arrays["__config__"] = np.array(self.cfg.to_json())
         arrays["__meta__"] = np.array(json.dumps(self.meta, sort_keys=True))
+        if self.tokenizer is not None and not (
+                isinstance(self.tokenizer, WordTokenizer) and self.meta.get("vocab") == self.tokenizer.vocab):
+            arrays["__tokenizer__"] = np.array(json.dumps(self.tokenizer.to_json(), sort_keys=True))
         np.savez_compressed(path, **arrays)
 
     @classmethod
@@ -440,5 +449,10 @@ class Model:
         if "__config__" not in arrays:
             raise ValueError("not a saved slm model: the file has no __config__ entry")
         cfg = Config.from_json(str(arrays.pop("__config__")))
-        meta = json.loads(str(arrays.pop("__meta__"))) if "__meta__" in arrays else {}
-        return Model(cfg, arrays, meta)  # a plain Model whatever subclass saved it
+        try:
+            meta = json.loads(str(arrays.pop("__meta__"))) if "__meta__" in arrays else {}
+            tokenizer = (tokenizer_from_json(json.loads(str(arrays.pop("__tokenizer__"))))
+                         if "__tokenizer__" in arrays else None)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"a saved slm model with damaged meta data: {exc}") from None
+        return Model(cfg, arrays, meta, tokenizer)  # a plain Model whatever subclass saved it
