@@ -30,10 +30,22 @@ def attention_columns(trace: slm.Trace, layer: int, head: int, labels: Sequence[
 
 
 def top_tokens(probs: np.ndarray, vocab: Sequence[str], k: int = 10) -> tuple[list[str], np.ndarray]:
-    """The k most likely tokens (most likely first) and their probabilities."""
+    """The k most likely tokens (most likely first) and their probabilities. Labels are unique (a chart's
+    categories must be): a token that looks like an earlier one gets its id appended."""
+    order = top_ids(probs, k)
+    labels: list[str] = []
+    for i in order:
+        label = vocab[i]
+        labels.append(f"{label} #{i}" if label in labels else label)
+    return labels, probs[order]
+
+
+def top_ids(probs: np.ndarray, k: int = 10) -> np.ndarray:
+    """The ids top_tokens() lists, in its order."""
     k = min(k, probs.size)
-    order = np.argsort(-probs, kind="stable")[:k]
-    return [vocab[i] for i in order], probs[order]
+    # a 32k vocabulary: partition first, sort only the k (ties keep the lower id first, as a stable sort would)
+    order = np.sort(np.argpartition(-probs, k - 1)[:k]) if probs.size > 4 * k else np.arange(probs.size)
+    return order[np.argsort(-probs[order], kind="stable")][:k]
 
 
 class Attribution(NamedTuple):

@@ -178,12 +178,13 @@ def patch_run(model: slm.Model, tokenizer: slm.WordTokenizer, ids: Sequence[int]
     """Clean = the prompt; corrupted = the prompt with `token` at `position`. patch_from "clean": clean activations
     into the corrupted run (how much of the clean answer each one recovers); "corrupted": the other way. The
     metric is logit(good) − logit(bad) at the last position."""
-    vocab = tokenizer.index
+    lookup = getattr(tokenizer, "lookup", tokenizer.index.get)  # a Vocabulary also finds " cat" for "cat"
+    vocab = {word: lookup(word) for word in (token, good, bad)}
     for word, what in ((token, "The replacement token"), (good, "The first metric token"),
                        (bad, "The second metric token")):
-        if word not in vocab:
-            return PatchRun(f"{what} “{word}” is not in this model's vocabulary.")
-    if good == bad:
+        if vocab[word] is None:
+            return PatchRun(f"{what} “{word}” is not one token of this model's vocabulary.")
+    if vocab[good] == vocab[bad]:
         return PatchRun("The two metric tokens are the same: their logit difference is always 0.")
     if not 1 <= position < len(ids):
         return PatchRun(f"The prompt has no position {position} to change (positions 1 to {len(ids) - 1}).")

@@ -19,7 +19,16 @@ import param
 import slm
 
 from . import circuits
-from .models import END, LESSON_CHOICES, PromptTokens, default_model_name, encode_prompt, load_model
+from .models import (
+    END,
+    LESSON_CHOICES,
+    PromptTokens,
+    default_model_name,
+    encode_prompt,
+    load_model,
+    model_names,
+    vocabulary_for,
+)
 
 # The views, in their tabs' order; the first is the landing view.
 VIEWS = ("map", "generate", "attention", "residual", "next", "lesson", "heads", "patching")
@@ -53,7 +62,7 @@ PATCH_EXAMPLES = {
 
 class PlaygroundState(param.Parameterized):
     # ---- what the learner chooses (and the URL carries) ----
-    model_name = param.Selector(default="lesson", objects=["shipped", "lesson"], doc="Which model to run")
+    model_name = param.Selector(default="lesson", objects=model_names(), doc="Which model to run")
     prompt = param.String(default="", doc="The text the model reads after <start>")
     max_new_tokens = param.Integer(default=12, bounds=(1, 64), doc="How many tokens to generate at most")
     temperature = param.Number(default=0.8, bounds=(0.0, 2.0), step=0.05, doc="0 = always the most likely token")
@@ -103,6 +112,7 @@ class PlaygroundState(param.Parameterized):
         params.setdefault("prompt", DEFAULT_PROMPTS[params["model_name"]])
         self._stop_requested = False
         self._fallback_note = ""
+        self._generated_ids: list[int] = []
         super().__init__(**params)
         self._load_model()
 
@@ -112,6 +122,7 @@ class PlaygroundState(param.Parameterized):
                    "activation", watch=True)
     def _load_model(self) -> None:
         note = self._fallback_note if self.model_name == "lesson" else ""
+        self.param.model_name.objects = model_names()  # models trained or loaded since this session began
         try:
             model = load_model(self.model_name, **self.lesson_options())
         except FileNotFoundError:
@@ -127,8 +138,8 @@ class PlaygroundState(param.Parameterized):
         self.use_model(model, note)
 
     def use_model(self, model: slm.Model, note: str = "") -> None:
-        """Show `model` (with a vocabulary in its meta): clamp the selection to its shape and run the prompt."""
-        tokenizer = slm.tokenizer_for(model)
+        """Show `model` (with a tokenizer): clamp the selection to its shape and run the prompt."""
+        tokenizer = vocabulary_for(model)
         cfg = model.cfg
         with param.parameterized.batch_call_watchers(self):
             self.param.layer.bounds = (0, cfg.n_layers - 1)
@@ -179,7 +190,7 @@ class PlaygroundState(param.Parameterized):
         """The prompt with one token replaced (compare_position gets compare_token) and its forward pass, for
         the causal-mask check; None when the prompt has no such position or the word is not in the vocabulary."""
         ids = list(self.tokens.ids)
-        position, token = self.compare_position, self.tokenizer.index.get(self.compare_token)
+        position, token = self.compare_position, self.tokenizer.lookup(self.compare_token)
         if token is None or position >= len(ids):
             return None
         ids[position] = token
@@ -268,6 +279,7 @@ class PlaygroundState(param.Parameterized):
             return
         self._stop_requested = False
         self.param.update(generating=True, generated=[])
+        self._generated_ids = []
         model, tokenizer = self.model, self.tokenizer
         end = tokenizer.index.get(END)
         steps = slm.generate(
@@ -279,6 +291,7 @@ class PlaygroundState(param.Parameterized):
             for step in steps:
                 if self._stop_requested or model is not self.model:
                     break
+                self._generated_ids.append(int(step.token))
                 self.generated = [*self.generated, (tokenizer.vocab[step.token], step.prob)]
                 await asyncio.sleep(STEP_DELAY)  # let the page draw the token and hear a Stop click
                 if self._stop_requested:
@@ -290,12 +303,16 @@ class PlaygroundState(param.Parameterized):
         self._stop_requested = True
 
     def continuation_text(self) -> str:
-        return self.tokenizer.decode([self.tokenizer.index[t] for t, _ in self.generated])
+        ids = self._generated_ids
+        if len(ids) != len(self.generated):  # set from elsewhere (a test, a restored state): by the tokens' text
+            ids = [self.tokenizer.lookup(token) for token, _ in self.generated]
+        return self.tokenizer.decode([i for i in ids if i is not None])
 
     def append_continuation(self) -> None:
         """Make prompt + continuation the new prompt, so every view describes the generated text too."""
         if self.generated:
-            self.prompt = f"{self.prompt} {self.continuation_text()}".strip()
+            joiner = " " if self.tokenizer.words else ""  # a character or BPE continuation carries its own spaces
+            self.prompt = f"{self.prompt}{joiner}{self.continuation_text()}".strip()
 
     # ---- URL ----
 

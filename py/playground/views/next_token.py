@@ -85,7 +85,7 @@ class NextTokenView(View):
         tokens, top = analysis.top_tokens(probs, state.vocab, TOP_K)
         ablated_all = state.ablated_probs()
         has_ablation = ablated_all is not None
-        ablated = ablated_all[position][[state.tokenizer.index[t] for t in tokens]] if has_ablation else np.zeros(
+        ablated = ablated_all[position][analysis.top_ids(probs, TOP_K)] if has_ablation else np.zeros(
             len(tokens))
         factors = list(reversed(tokens))  # most likely on top
         self.fig.y_range.factors = factors
