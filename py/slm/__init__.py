@@ -1,6 +1,6 @@
 """slm: a small decoder-only transformer in NumPy whose forward pass can be read against the equations."""
 
-from . import attribution, hooks, interventions, layers, roles
+from . import attribution, bpe, hooks, interventions, layers, roles
 from .config import Config
 from .generate import Step, generate, sampling_distribution
 from .hooks import ActivationCache, HookPoint
@@ -12,7 +12,7 @@ from .tokenizer import Encoding, WordTokenizer
 
 __all__ = [
     "LESSON_VOCAB", "ActivationCache", "CausalLanguageModel", "Config", "Encoding", "HookPoint", "KVCache",
-    "LayerTrace", "Model", "Step", "Trace", "WordTokenizer", "attribution", "count_params", "generate", "hooks",
+    "LayerTrace", "Model", "Step", "Trace", "WordTokenizer", "attribution", "bpe", "count_params", "generate", "hooks",
     "init_params", "interventions", "layers", "load", "load_pretrained", "param_shapes", "roles",
     "sampling_distribution", "tokenizer_for",
 ]
