@@ -15,6 +15,8 @@ from typing import Any
 import panel as pn
 from bokeh.models import SaveTool
 
+from playground.library import Shelf
+from playground.models import REGISTRY
 from playground.state import URL_PARAMS, PlaygroundState, sync_url
 from playground.views.attention import AttentionView
 from playground.views.common import STYLES, caption, esc, title, wrap_row
@@ -22,10 +24,12 @@ from playground.views.generate import GenerateView
 from playground.views.heads import HeadsView
 from playground.views.lesson import LessonView
 from playground.views.model_map import ModelMapView
+from playground.views.models import ModelsView
 from playground.views.next_token import NextTokenView
 from playground.views.patching import PatchingView
 from playground.views.residual import ResidualView
 from playground.views.tokens import TokenStrip
+from playground.views.train import TrainView
 
 pn.extension(notifications=False)  # the app's stylesheet is added per document (create_app, add_styles)
 
@@ -40,6 +44,8 @@ VIEW_CLASSES: dict[str, tuple[type, str]] = {
     "lesson": (LessonView, "Lesson"),
     "heads": (HeadsView, "Heads"),
     "patching": (PatchingView, "Patching"),
+    "train": (TrainView, "Train"),
+    "models": (ModelsView, "Your models"),
 }
 
 INTRO = ("A small transformer language model, running in your browser. Type a prompt: the model reads it as tokens "
@@ -93,6 +99,8 @@ class Playground:
     def __init__(self, state: PlaygroundState | None = None, *, custom_js: bool = True) -> None:
         self.custom_js = custom_js
         self.state = state = state or PlaygroundState()
+        state.shelf = self.shelf = Shelf(state)  # trained and loaded models: the views and the page's drops use it
+        self._wanted_model: str | None = None  # the URL's model= when it names a kept model (restore_models)
         self.prompt = pn.widgets.TextInput(label="Prompt", value=state.prompt, placeholder="the cat chased the dog",
                                            sizing_mode="stretch_width", min_width=200, max_length=2000,
                                            css_classes=["pg-prompt-input"])
@@ -112,8 +120,8 @@ class Playground:
         # renders a description as Markdown, and markdown-it would be imported and set up for it while the first
         # page is built (~45 ms in Pyodide), before anything else on that page needs it.
         self.model_select = pn.widgets.Select.from_param(
-            state.param.model_name, label="Model", width=150, description=None,
-            options={"trained model": "shipped", "lesson model": "lesson"})
+            state.param.model_name, label="Model", width=150, description=None, options=self._model_options())
+        state.param.watch(lambda _: setattr(self.model_select, "options", self._model_options()), "models_changed")
         self.prompt_bar = wrap_row(pn.Column(self.prompt, sizing_mode="stretch_width", min_width=240,
                                              styles={"flex": "1 1 300px"}),
                                    pn.Row(self.generate, self.stop, self.model_select, styles={"flex-wrap": "wrap"}))
@@ -136,6 +144,14 @@ class Playground:
         self._last_change = 0.0  # time.monotonic() of the state's last change: the background building waits
         state.param.watch(self._note_change, [name for name in state.param if name != "name"])
         self._layout()
+
+    @staticmethod
+    def _model_options() -> dict[str, str]:
+        return {"trained model": "shipped", "lesson model": "lesson", **{name: name for name in REGISTRY}}
+
+    async def restore_models(self) -> None:
+        """The models this browser keeps back in the selector (the URL's model= shown if it names one)."""
+        await self.shelf.restore(self._wanted_model)
 
     def _build_share(self) -> None:
         """"Copy link" (the whole state as a URL) and "Copy embed code" (an iframe of the current view), for
@@ -250,6 +266,9 @@ class Playground:
         """Start build_hidden_stepwise() in the background (the static site calls this right after 'ready');
         its task, done when every view is built."""
         if self._hidden_task is None:
+            self._restore_task = asyncio.ensure_future(self.restore_models())
+            if self.state.autostart:  # a presenter's link: the Train view trains once the page is ready
+                self.views["train"]._schedule(self.views["train"].start())
             self._hidden_task = asyncio.ensure_future(self.build_hidden_stepwise())
         return self._hidden_task
 
@@ -325,6 +344,9 @@ def create_app(*, build_hidden_on_load: bool = True, custom_js: bool = True,
     state = PlaygroundState()
     sync_url(state)  # the URL's values (view=, embed=, prompt=...) first: then only the view they show is built
     playground = Playground(state, custom_js=custom_js)
+    if pn.state.location is not None:  # model= may name a model this browser keeps: found once they are restored
+        wanted = str(pn.state.location.query_params.get("model") or "")
+        playground._wanted_model = wanted if wanted and wanted != state.model_name else None
     if pn.state.curdoc is not None:
         pn.state.curdoc.template = PAGE_TEMPLATE
         if build_hidden_on_load:

@@ -183,7 +183,7 @@ def patch_run(model: slm.Model, tokenizer: slm.WordTokenizer, ids: Sequence[int]
     for word, what in ((token, "The replacement token"), (good, "The first metric token"),
                        (bad, "The second metric token")):
         if vocab[word] is None:
-            return PatchRun(f"{what} “{word}” is not one token of this model's vocabulary.")
+            return PatchRun(f"{what} “{word}” is not in this model's vocabulary (as one token).")
     if vocab[good] == vocab[bad]:
         return PatchRun("The two metric tokens are the same: their logit difference is always 0.")
     if not 1 <= position < len(ids):

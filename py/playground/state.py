@@ -17,21 +17,24 @@ import numpy as np
 import param
 
 import slm
+from slm.train.tasks import LIMITS, PRESETS, TASKS
 
 from . import circuits
 from .models import (
     END,
     LESSON_CHOICES,
+    REGISTRY,
     PromptTokens,
     default_model_name,
     encode_prompt,
     load_model,
     model_names,
+    register,
     vocabulary_for,
 )
 
 # The views, in their tabs' order; the first is the landing view.
-VIEWS = ("map", "generate", "attention", "residual", "next", "lesson", "heads", "patching")
+VIEWS = ("map", "generate", "attention", "residual", "next", "lesson", "heads", "patching", "train", "models")
 DEFAULT_PROMPTS = {"shipped": "the cat chased the dogs because they were", "lesson": "the cat was tired"}
 # What the referent head's hint offers when the prompt has no pronoun in it.
 REFERENT_EXAMPLE = "the cat chased the dogs because they were"
@@ -51,7 +54,20 @@ URL_PARAMS = {
     "ablate": "ablate", "compare": "compare", "compare_position": "compare_pos", "compare_token": "compare_token",
     "patch_position": "patch_pos", "patch_token": "patch_token", "good_token": "good", "bad_token": "bad",
     "patch_from": "patch_from", "charts": "charts",
+    "train_task": "task", "autostart": "autostart", "train_layers": "train_layers", "train_heads": "train_heads",
+    "train_d_model": "train_d_model", "train_ctx": "train_ctx", "train_steps": "train_steps",
+    "train_batch": "train_batch", "train_lr": "train_lr", "train_seed": "train_seed",
 }
+# The Train view's settings: state parameter -> slm.train.tasks.Settings field.
+TRAIN_SETTINGS = {"train_layers": "layers", "train_heads": "heads", "train_d_model": "d_model", "train_ctx": "ctx",
+                  "train_steps": "steps", "train_batch": "batch", "train_lr": "lr", "train_seed": "seed"}
+
+
+def _train_param(field: str) -> param.Parameter:
+    limit, default = LIMITS[field], getattr(PRESETS["repeat"], field)
+    if isinstance(default, float):
+        return param.Number(default=default, bounds=(limit.low, limit.high), doc=f"Train: {limit.what}")
+    return param.Integer(default=default, bounds=(int(limit.low), int(limit.high)), doc=f"Train: {limit.what}")
 # The Patching view's example per model: the prompt, the one-token change, the two tokens of the metric.
 PATCH_EXAMPLES = {
     "shipped": dict(prompt="the cat near the dogs", patch_position=2, patch_token="cats", good_token="was",
@@ -97,6 +113,11 @@ class PlaygroundState(param.Parameterized):
     patch_from = param.Selector(default="clean", objects=["clean", "corrupted"],
                                 doc="clean: clean activations into the corrupted run (recovery); or the other way")
 
+    # the training lab (the Train view): its task, the settings of its run, and whether it starts by itself
+    train_task = param.Selector(default="repeat", objects=list(TASKS), doc="Train: what the model learns")
+    autostart = param.Boolean(default=False, doc="Train: start training once the page is ready")
+    locals().update({name: _train_param(field) for name, field in TRAIN_SETTINGS.items()})
+
     # ---- derived: written only by this class ----
     model = param.Parameter(doc="The slm.Model being shown")
     tokenizer = param.Parameter()
@@ -106,6 +127,7 @@ class PlaygroundState(param.Parameterized):
     run_note = param.String(default="", doc="What `trace` shows when it is not the prompt's own run (show_run)")
     generated = param.List(default=[], doc="Streamed (token, probability) pairs")
     generating = param.Boolean(default=False)
+    models_changed = param.Integer(default=0, doc="Counts changes of the registry (a model trained or loaded)")
 
     def __init__(self, **params: Any) -> None:
         params.setdefault("model_name", default_model_name())
@@ -150,6 +172,27 @@ class PlaygroundState(param.Parameterized):
                 ablate=self.ablate if self.ablate in self.head_names(model) else "none",
             )
             self._run()
+
+    def add_model(self, model: slm.Model, kind: str, *, show: bool = True) -> str:
+        """Register a trained ("trained") or loaded ("loaded") model, list it in the selector, and (show=True)
+        make it the model of every view. Its selector name."""
+        name = register(model, kind)
+        self.param.model_name.objects = model_names()
+        self.models_changed += 1
+        if show:
+            self.model_name = name
+        return name
+
+    def forget_model(self, name: str) -> None:
+        """Take a registered model out of the selector (the shipped or lesson model takes its place if shown)."""
+        REGISTRY.pop(name, None)
+        if self.model_name == name:
+            self.model_name = default_model_name()
+        self.param.model_name.objects = model_names()
+        self.models_changed += 1
+
+    def train_settings(self) -> dict[str, Any]:
+        return {field: getattr(self, name) for name, field in TRAIN_SETTINGS.items()}
 
     def lesson_options(self) -> dict[str, Any]:
         return dict(norm_placement=self.norm_placement, norm=self.norm, positions=self.positions,

@@ -1,0 +1,168 @@
+"""Models a learner brings: files to a Model (with the reason when they are not one), and their bytes to keep.
+
+No Panel here: the models view calls these, and the tests call them directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from pathlib import PurePosixPath
+from typing import Any
+
+import numpy as np
+import param
+
+import slm
+
+from . import inbox, storage
+from .models import REGISTRY, model_names
+
+MAX_BYTES = 250_000_000  # ~50M parameters in float32 plus a tokenizer: above that the page would run out of memory
+MAX_PARAMS = 50_000_000
+
+
+class LoadError(ValueError):
+    """Files that are not a model the page can show: the message names the file and the reason."""
+
+
+def describe(files: dict[str, bytes]) -> str:
+    names = sorted(files)
+    if len(names) == 1:
+        return names[0]
+    return f"{len(names)} files ({', '.join(names[:4])}{', …' if len(names) > 4 else ''})"
+
+
+def load_files(files: dict[str, bytes]) -> slm.Model:
+    """The model in `files` ({name: bytes}: one .npz, one .zip, or a checkpoint's files); LoadError otherwise."""
+    if not files:
+        raise LoadError("No files were given.")
+    what = describe(files)
+    total = sum(len(data) for data in files.values())
+    if total > MAX_BYTES:
+        raise LoadError(f"{what}: {total / 1e6:.0f} MB is more than this page can hold ({MAX_BYTES / 1e6:.0f} MB, "
+                        f"about {MAX_PARAMS // 1_000_000}M parameters in float32).")
+    try:
+        if len(files) == 1 and next(iter(files)).lower().endswith(".npz"):
+            model = slm.Model.load(next(iter(files.values())))
+        elif len(files) == 1 and next(iter(files)).lower().endswith(".zip"):
+            model = slm.load(next(iter(files.values())))
+        else:
+            model = slm.load(files)
+    except LoadError:
+        raise
+    except (ValueError, KeyError, OSError, EOFError, UnicodeDecodeError) as exc:
+        raise LoadError(f"{what}: {exc}") from None
+    count = slm.count_params(model.cfg)
+    if count > MAX_PARAMS:
+        raise LoadError(f"{what}: {count / 1e6:.1f}M parameters is more than this page can run "
+                        f"({MAX_PARAMS // 1_000_000}M).")
+    for name, value in model.params.items():
+        if not np.isfinite(value).all():
+            raise LoadError(f"{what}: the weight {name} holds NaN or infinite values.")
+    if model.tokenizer is None:
+        raise LoadError(f"{what}: the model has no tokenizer, so the page cannot turn a prompt into its tokens.")
+    if not model.meta.get("name"):
+        model.meta["name"] = _stem(next(iter(sorted(files))) if len(files) == 1 else _folder(files))
+    return model
+
+
+def model_bytes(model: slm.Model) -> bytes:
+    """The model as its .npz file (docs/slm.md), to download or to keep in the page's storage."""
+    out = io.BytesIO()
+    model.save(out)
+    return out.getvalue()
+
+
+def _stem(name: str) -> str:
+    return PurePosixPath(name).stem or "model"
+
+
+def _folder(files: dict[str, bytes]) -> str:
+    parents = {PurePosixPath(name).parts[0] for name in files if len(PurePosixPath(name).parts) > 1}
+    return parents.pop() if len(parents) == 1 else "model"
+
+
+class Shelf(param.Parameterized):
+    """The page's trained and loaded models: loading files, keeping models in the page's storage, restoring them
+    after a reload. One per playground; its `status` is what the models view announces."""
+
+    status = param.String(default="", doc="The last load or save, in words (announced)")
+    busy = param.Boolean(default=False)
+    storage = param.Boolean(default=True, doc="The page can keep models across reloads (IndexedDB)")
+    stored = param.List(default=[], doc="What the storage holds: dicts with key, name, bytes")
+
+    def __init__(self, state: Any, **params: Any) -> None:
+        super().__init__(**params)
+        self.state = state
+        self.receiver = inbox.subscribe(inbox.Receiver(self.receive))
+
+    async def receive(self, files: dict[str, bytes]) -> None:
+        """Files from the picker or a drop: load, add to the selector and show, keep in storage."""
+        self.param.update(busy=True, status=f"Reading {describe(files)}…")
+        await asyncio.sleep(0)  # let the page show the status before the (seconds long) parse
+        try:
+            model = load_files(files)
+        except LoadError as exc:
+            self.param.update(busy=False, status=f"Not loaded: {exc} The model shown before is still loaded.")
+            return
+        name = self.state.add_model(model, "loaded")
+        self.busy = False
+        await self.keep(name, model, f"Loaded {name} ({slm.count_params(model.cfg) / 1e6:.2f}M parameters).")
+
+    async def keep(self, name: str, model: slm.Model, done: str) -> None:
+        """Put a model in the page's storage (when it has one) and say what happened."""
+        shop = storage.store()
+        try:
+            if not await shop.available():
+                self.param.update(storage=False, status=f"{done} This page has no storage (a single-file copy or "
+                                  "a sandboxed frame), so the model lasts until the page closes: download it to "
+                                  "keep it.")
+                return
+            await shop.put(name, model_bytes(model), name)
+            self.param.update(stored=await shop.list(), status=f"{done} Kept in this browser's storage: a reload "
+                              "keeps it.")
+        except Exception as exc:  # noqa: BLE001 - quota, a private window: say so, the model stays loaded
+            self.status = f"{done} It could not be kept in this browser's storage ({exc}): download it to keep it."
+
+    async def restore(self, wanted: str | None = None) -> None:
+        """After the page starts: the stored models back into the selector; `wanted` (the URL's model=) shown."""
+        shop = storage.store()
+        try:
+            self.storage = bool(await shop.available())
+            items = await shop.list()
+        except Exception as exc:  # noqa: BLE001 - a broken database must not stop the page
+            self.status = f"The models kept in this browser could not be read ({exc})."
+            return
+        self.stored = items
+        failed = []
+        for item in items:
+            key = str(item.get("key"))
+            if key in REGISTRY:
+                continue
+            try:
+                data = await shop.get(key)
+                model = slm.Model.load(data)
+            except Exception:  # noqa: BLE001 - one damaged entry: name it, restore the others
+                failed.append(key)
+                continue
+            kind, _, base = key.partition(": ")
+            model.meta.setdefault("name", base or key)
+            REGISTRY[key] = model
+        self.state.param.model_name.objects = model_names()
+        self.state.models_changed += 1
+        if wanted and wanted in REGISTRY:
+            self.state.model_name = wanted
+        if failed:
+            self.status = f"These kept models could not be read and were left out: {', '.join(failed)}."
+
+    async def remove(self, name: str) -> None:
+        shop = storage.store()
+        try:
+            await shop.remove(name)
+            self.stored = await shop.list()
+        except Exception as exc:  # noqa: BLE001
+            self.status = f"{name} could not be removed from this browser's storage ({exc})."
+            return
+        self.state.forget_model(name)
+        self.status = f"Removed {name}."

@@ -1,0 +1,367 @@
+"""Train: a small transformer trained in the page, its heads watched as they form.
+
+slm.train.lab runs the training; this view drives it in chunks of ~0.1 s from an async loop (the page's one
+Python thread also answers every other control between chunks) and feeds the charts: loss, the task's measure,
+every head's role scores against the step, and the probe prompt's attention at the step the slider chooses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import time
+from typing import Any
+
+import numpy as np
+import panel as pn
+from bokeh.models import ColumnDataSource, HoverTool, LinearColorMapper, Range1d
+
+from slm.train.lab import ROLE_NAMES, Lab
+from slm.train.tasks import LIMITS, MAX_TEXT_BYTES, PRESETS, decode_text
+
+from .. import library
+from ..state import TRAIN_SETTINGS, PlaygroundState
+from .common import (
+    NEGATIVE,
+    POSITIVE,
+    WEIGHT_PALETTE,
+    Numbers,
+    View,
+    caption,
+    chart_box,
+    esc,
+    save_tool,
+    small_figure,
+    title,
+    wrap_row,
+)
+
+CHUNK = 0.1  # seconds of training between UI turns: Pause is heard within about this
+REDRAW = 0.3  # seconds between chart updates while training
+ROLE_TITLES = {"previous_token": "previous token", "induction": "induction", "duplicate_token": "duplicate token"}
+TASK_LABELS = {"repeat": "Repeat a random sequence", "grammar": "The playground's grammar", "text": "Your own text"}
+TASK_NOTES = {
+    "repeat": "Each training sequence is a run of random words written twice. The second copy can be predicted "
+              "only by looking back: watch the loss drop suddenly when a <b>previous-token</b> head and an "
+              "<b>induction</b> head form together (the phase change), and the accuracy on the repeated half jump.",
+    "grammar": "Sentences of the playground's grammar. Number agreement (“the cats … were”) appears within a "
+               "thousand steps; the pronoun head takes several thousand.",
+    "text": "Paste a text or open a .txt file (up to 1 MB). The model reads words when the text has at most 2,000 "
+            "different words, else characters. The measure: how far the loss is below guessing each token by its "
+            "frequency alone.",
+}
+HEAD_COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#999999")
+
+
+class TrainView(View):
+    def __init__(self, state: PlaygroundState) -> None:
+        self.state = state
+        self.run: Lab | None = None
+        self.task: asyncio.Future | None = None
+        self.running = False
+        self.text = ""
+        self._last_draw = 0.0
+        self._build_controls()
+        self._build_charts()
+        self.numbers = Numbers("train")
+        self.alt = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width")
+        self._show_settings()
+        self.panel = pn.Column(
+            title("Train a transformer"),
+            caption("Train a small model here, in this page, and watch its attention heads form. Choose a task, "
+                    "press <b>Start</b>; the charts follow the training. Drag the step slider back to see the "
+                    "heads before they formed. When you like the model, <b>Explore this model</b> opens it in "
+                    "every view."),
+            self.task_note, self.controls, self.text_box, self.buttons, self.status,
+            wrap_row(*self.boxes[:2], styles={"flex-wrap": "wrap", "align-items": "flex-start"}),
+            self.role_row,
+            self.slider_row, self.attention_box, self.sample,
+            self.alt, self.numbers.button,
+            name="Train", sizing_mode="stretch_width",
+        )
+
+    # ---- controls ----
+
+    def _build_controls(self) -> None:
+        state = self.state
+        self.task_select = pn.widgets.Select.from_param(state.param.train_task, label="Task", width=240,
+                                                        description=None, options={v: k for k, v in
+                                                                                   TASK_LABELS.items()})
+        self.task_select.param.watch(self._on_task, "value")
+        inputs = []
+        for name, field in TRAIN_SETTINGS.items():
+            limit = LIMITS[field]
+            widget = pn.widgets.FloatInput if field == "lr" else pn.widgets.IntInput
+            label = {"d_model": "d_model", "ctx": "context", "lr": "learning rate"}.get(field, field)
+            extra = {"step": 1e-4, "format": "0.0000"} if field == "lr" else {}
+            inputs.append(widget.from_param(state.param[name], label=label, width=110, description=None,
+                                            start=limit.low, end=limit.high, **extra))
+        self.preset = pn.widgets.Button(label="Use the task's preset", variant="outline", color="primary",
+                                        width=200, align="end", css_classes=["pg-press"])
+        self.preset.on_click(lambda _: self._apply_preset())
+        self.controls = wrap_row(self.task_select, *inputs, self.preset, margin=(0, 10))
+        self.task_note = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width")
+        self.text_input = pn.widgets.TextAreaInput(label="Your text", rows=5, sizing_mode="stretch_width",
+                                                   max_length=MAX_TEXT_BYTES, placeholder="Paste a text here…")
+        self.text_file = pn.widgets.FileInput(label="…or open a .txt file", accept=".txt,text/plain",
+                                              margin=(4, 10))
+        self.text_file.param.watch(self._on_text_file, "value")
+        self.text_box = pn.Column(self.text_input, self.text_file, sizing_mode="stretch_width")
+        self.start_button = pn.widgets.Button(label="Start", color="primary", width=100, css_classes=["pg-press"])
+        self.pause_button = pn.widgets.Button(label="Pause", color="warning", width=100, disabled=True,
+                                              css_classes=["pg-press"])
+        self.reset_button = pn.widgets.Button(label="Reset", variant="outline", color="primary", width=100,
+                                              disabled=True, css_classes=["pg-press"])
+        self.explore = pn.widgets.Button(label="Explore this model", color="success", width=180, disabled=True,
+                                         css_classes=["pg-press"])
+        self.download = pn.widgets.FileDownload(callback=self._npz, filename="trained.npz", disabled=True,
+                                                label="Download the model (.npz)", variant="outline",
+                                                color="primary", width=240, css_classes=["pg-press"])
+        self.start_button.on_click(lambda _: self._schedule(self.start()))
+        self.pause_button.on_click(lambda _: self.pause_or_resume())
+        self.reset_button.on_click(lambda _: self.reset())
+        self.explore.on_click(lambda _: self._schedule(self.explore_model()))
+        self.buttons = wrap_row(self.start_button, self.pause_button, self.reset_button, self.explore,
+                                self.download, margin=(4, 10))
+        self.status = pn.pane.HTML("<div role='status' class='pg-summary'>Not started.</div>", margin=(0, 10),
+                                   sizing_mode="stretch_width")
+
+    def _on_task(self, event: Any) -> None:
+        self._apply_preset()
+
+    def _apply_preset(self) -> None:
+        preset = PRESETS[self.state.train_task]
+        self.state.param.update(**{name: getattr(preset, field) for name, field in TRAIN_SETTINGS.items()})
+        self._show_settings()
+
+    def _show_settings(self) -> None:
+        self.task_note.object = f"<p class='pg-caption'>{TASK_NOTES[self.state.train_task]}</p>"
+        self.text_box.visible = self.state.train_task == "text"
+
+    def _on_text_file(self, event: Any) -> None:
+        data = event.new
+        if not data:
+            return
+        try:
+            self.text_input.value = decode_text(data)
+        except ValueError as exc:
+            self._say(f"That file was not used: {exc}")
+
+    # ---- training ----
+
+    def _schedule(self, coroutine: Any) -> None:
+        self.task = asyncio.ensure_future(coroutine)
+
+    async def start(self) -> None:
+        """A new run with the current settings (the old one is dropped), then train until done or paused."""
+        state = self.state
+        self.running = False
+        await asyncio.sleep(0)
+        text = self.text_input.value if state.train_task == "text" else None
+        try:
+            self.run = Lab(state.train_task, state.train_settings(), text=text)
+        except ValueError as exc:
+            self._say(f"Not started: {exc}")
+            return
+        self._draw(force=True)
+        await self.resume()
+
+    async def resume(self) -> None:
+        if self.run is None or self.run.finished or self.running:
+            return
+        self.running = True
+        self._buttons()
+        run = self.run
+        try:
+            while self.running and run is self.run and not run.finished:
+                run.run_for(CHUNK)
+                if time.monotonic() - self._last_draw > REDRAW or run.finished:
+                    self._draw()
+                await asyncio.sleep(0.01)  # the page's other events run here
+        except Exception as exc:  # noqa: BLE001 - a failed step must reach the learner, not a console
+            self._say(f"Training stopped: {exc}")
+        finally:
+            if run is self.run:
+                self.running = False
+                self._draw(force=True)
+                self._buttons()
+
+    def pause_or_resume(self) -> None:
+        if self.running:
+            self.running = False  # the loop stops after its current chunk
+        else:
+            self._schedule(self.resume())
+
+    def reset(self) -> None:
+        self.running = False
+        self.run = None
+        self._clear()
+        self._say("Not started.")
+        self._buttons()
+
+    async def explore_model(self) -> None:
+        if self.run is None:
+            return
+        step = int(self.slider.value) if self.slider.value < self.run.step_count else None
+        model = self.run.model() if step is None else self.run.model_at(step)
+        if step is not None:
+            model.meta.update(name=f"{self.run.name.rsplit(',', 1)[0]}, step {model.meta['step']})")
+        name = self.state.add_model(model, "trained")
+        self.state.view = "map"
+        await self.state.shelf.keep(name, model, f"{name} is now the model of every view.")
+
+    def _npz(self) -> io.BytesIO:
+        model = self.run.model() if self.run is not None else self.state.model
+        return io.BytesIO(library.model_bytes(model))
+
+    def _buttons(self) -> None:
+        run = self.run
+        self.pause_button.disabled = run is None or run.finished
+        self.pause_button.label = "Pause" if self.running else "Resume"
+        self.reset_button.disabled = run is None
+        has_steps = run is not None and run.step_count > 0
+        self.explore.disabled = self.download.disabled = self.running or not has_steps
+        self.start_button.label = "Start again" if run is not None else "Start"
+
+    def _say(self, text: str) -> None:
+        self.status.object = f"<div role='status' class='pg-summary'>{esc(text)}</div>"
+
+    # ---- charts ----
+
+    def _build_charts(self) -> None:
+        self.loss_source = ColumnDataSource(data=dict(step=[], train=[], val=[]))
+        loss = small_figure(title="Loss", sizing_mode="stretch_width", min_width=260, height=240,
+                            x_axis_label="step", y_axis_label="cross-entropy", name="train-loss")
+        loss.line("step", "train", source=self.loss_source, color=POSITIVE, line_width=2, legend_label="training")
+        loss.line("step", "val", source=self.loss_source, color=NEGATIVE, line_width=2, line_dash="dashed",
+                  legend_label="validation")
+        loss.legend.location = "top_right"
+        loss.legend.label_text_font_size = "10px"
+        self.measure_source = ColumnDataSource(data=dict(step=[], measure=[]))
+        measure = small_figure(title="The task's measure", sizing_mode="stretch_width", min_width=260, height=240,
+                               x_axis_label="step", y_range=Range1d(0, 1.02), name="train-measure")
+        measure.line("step", "measure", source=self.measure_source, color=POSITIVE, line_width=2)
+        measure.scatter("step", "measure", source=self.measure_source, color=POSITIVE, size=4)
+        self.measure_fig = measure
+        self.boxes = [chart_box(save_tool(loss, "train-loss"), 420),
+                      chart_box(save_tool(measure, "train-measure"), 420)]
+        self.role_sources: dict[str, ColumnDataSource] = {}
+        role_boxes = []
+        for role in ROLE_NAMES:
+            source = ColumnDataSource(data=dict(xs=[], ys=[], head=[], color=[]))
+            fig = small_figure(title=f"{ROLE_TITLES[role]} score of every head", sizing_mode="stretch_width",
+                               min_width=260, height=220, x_axis_label="step", y_range=Range1d(0, 1.02),
+                               name=f"train-{role}")
+            fig.multi_line("xs", "ys", source=source, line_color="color", line_width=2)
+            fig.add_tools(HoverTool(tooltips=[("head", "@head")]))
+            self.role_sources[role] = source
+            role_boxes.append(chart_box(save_tool(fig, f"train-{role}"), 320))
+        self.role_row = wrap_row(*role_boxes, styles={"flex-wrap": "wrap", "align-items": "flex-start"})
+        self.slider = pn.widgets.DiscreteSlider(label="Step shown", options=[0], value=0, width=320,
+                                                margin=(4, 10))
+        self.slider.param.watch(lambda _: self._draw_attention(), "value")
+        self.slider_row = wrap_row(self.slider, margin=(0, 10))
+        self.attention_source = ColumnDataSource(data=dict(x=[], y=[], w=[], head=[], q=[], k=[]))
+        self.mapper = LinearColorMapper(palette=WEIGHT_PALETTE, low=0.0, high=1.0)
+        att = small_figure(title="Attention on the probe prompt, every head (rows: layers)",
+                           sizing_mode="stretch_width", min_width=260, height=300, name="train-attention",
+                           match_aspect=True)
+        att.rect("x", "y", 1, 1, source=self.attention_source, line_color=None,
+                 fill_color={"field": "w", "transform": self.mapper})
+        att.add_tools(HoverTool(tooltips=[("head", "@head"), ("query → key", "@q → @k"), ("weight", "@w{0.00}")]))
+        att.axis.visible = False
+        att.grid.visible = False
+        att.y_range.flipped = True
+        self.attention_fig = att
+        self.attention_box = chart_box(save_tool(att, "train-attention"), 900)
+        self.sample = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width")
+
+    def _clear(self) -> None:
+        self.loss_source.data = dict(step=[], train=[], val=[])
+        self.measure_source.data = dict(step=[], measure=[])
+        for source in self.role_sources.values():
+            source.data = dict(xs=[], ys=[], head=[], color=[])
+        self.attention_source.data = dict(x=[], y=[], w=[], head=[], q=[], k=[])
+        self.sample.object = self.alt.object = ""
+        self.slider.options, self.slider.value = [0], 0
+
+    def _draw(self, force: bool = False) -> None:
+        run = self.run
+        if run is None:
+            return
+        self._last_draw = time.monotonic()
+        h = run.history()
+        steps = h["eval_step"].tolist()
+        self.loss_source.data = dict(step=steps, train=_finite(h["eval_train_loss"]), val=_finite(h["val_loss"]))
+        self.measure_source.data = dict(step=steps, measure=_finite(h["measure"]))
+        self.measure_fig.title.text = run.task.measure_name
+        layers, heads = run.settings.layers, run.settings.heads
+        for role, source in self.role_sources.items():
+            scores = h["roles"][role]
+            source.data = dict(
+                xs=[steps] * (layers * heads),
+                ys=[_finite(scores[:, i, j]) for i in range(layers) for j in range(heads)],
+                head=[f"layer {i} · head {j}" for i in range(layers) for j in range(heads)],
+                color=[HEAD_COLORS[(i * heads + j) % len(HEAD_COLORS)] for i in range(layers) for j in range(heads)])
+        checkpoints = h["checkpoints"]
+        following = self.slider.value == self.slider.options[-1]
+        self.slider.options = checkpoints
+        if following or self.slider.value not in checkpoints:
+            self.slider.value = checkpoints[-1]
+        self._draw_attention()
+        text = run.status()
+        self.status.object = f"<div role='status' class='pg-summary'>{esc(text)}</div>"
+        if force or run.finished:
+            self._text_alternative(run, h)
+            try:
+                sample = esc(run.sample(24, seed=run.step_count))
+                self.sample.object = (f"<p class='pg-summary'><b>A sample</b> (step {run.step_count}): "
+                                      f"<span class='pg-generated'>{sample}</span></p>")
+            except ValueError as exc:
+                self.sample.object = f"<p class='pg-summary'>{esc(exc)}</p>"
+
+    def _draw_attention(self) -> None:
+        run = self.run
+        if run is None:
+            return
+        step = int(self.slider.value)
+        attention = run.attention(step)  # (L, H, T, T)
+        layers, heads, n, _ = attention.shape
+        words = run.task.probe_words()
+        q, k = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+        xs, ys, ws, names, qs, ks = [], [], [], [], [], []
+        for i in range(layers):
+            for j in range(heads):
+                xs.append((j * (n + 2) + k).ravel())
+                ys.append((i * (n + 2) + q).ravel())
+                ws.append(attention[i, j].ravel())
+                names += [f"layer {i} · head {j}"] * (n * n)
+                qs += [words[a] for a in q.ravel()]
+                ks += [words[b] for b in k.ravel()]
+        self.attention_source.data = dict(x=np.concatenate(xs), y=np.concatenate(ys), w=np.concatenate(ws),
+                                          head=names, q=qs, k=ks)
+        self.attention_fig.title.text = f"Attention on the probe prompt at step {step}, every head (rows: layers)"
+
+    def _text_alternative(self, run: Lab, h: dict[str, Any]) -> None:
+        steps = h["eval_step"].tolist()
+        header = ["step", "training loss", "validation loss", run.task.measure_name]
+        rows = [[s, float(t), float(v), float(m)] for s, t, v, m in
+                zip(steps, h["eval_train_loss"], h["val_loss"], h["measure"], strict=True)]
+        best = {role: np.nanmax(h["roles"][role][-1]) if np.isfinite(h["roles"][role][-1]).any() else float("nan")
+                for role in ROLE_NAMES}
+        summary = (f"After {run.step_count} steps: validation loss {h['val_loss'][-1]:.3f}, "
+                   f"{esc(run.task.measure_name)} {h['measure'][-1]:.2f}. Strongest head per role: "
+                   + ", ".join(f"{ROLE_TITLES[r]} {v:.2f}" for r, v in best.items()) + ".")
+        self.alt.object = self.numbers.record("training curve", summary, "The training curve as numbers",
+                                              header, rows)
+        role_rows = [[f"layer {i} · head {j}", *[float(h["roles"][r][-1][i, j]) for r in ROLE_NAMES]]
+                     for i in range(run.settings.layers) for j in range(run.settings.heads)]
+        self.numbers.tables["role scores now"] = (["head", *[ROLE_TITLES[r] for r in ROLE_NAMES]], role_rows)
+
+    def update(self, *_: object) -> None:
+        """Nothing follows the prompt here: the view draws its own run."""
+
+
+def _finite(values: np.ndarray) -> list[float]:
+    """NaN for Bokeh (a gap in the line) as float('nan'), everything as plain floats."""
+    return [float(v) for v in np.asarray(values, dtype=float)]
