@@ -1,5 +1,7 @@
 """Train the shipped model: `PYTHONPATH=py python -m slm.train --help`.
 
+With `--task repeat|grammar|text FILE` it trains one of the training lab's tasks instead (slm.train.lab_cli).
+
 Writes the weights (.npz, loadable with Model.load / slm.load_pretrained), the loss curve (JSON, PNG and a
 Bokeh HTML page) and a metrics JSON next to them. tqdm shows progress if installed.
 """
@@ -117,6 +119,10 @@ def role_notes(n_ctx: int) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if any(a == "--task" or a.startswith("--task=") for a in argv):
+        from .lab_cli import main as lab_main  # the lab's tasks; the shipped model's path below is unchanged
+
+        return lab_main(argv)
     args = _parser().parse_args(argv)
     tc = TrainConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)})
     reference = Model.load(args.verify_against) if args.verify_against is not None else None  # before --out

@@ -1,0 +1,432 @@
+"""The training lab's tasks: what a small model learns in the Train view and in `python -m slm.train --task`.
+
+Every task has one interface (`Task`): a batch sampler drawing from a seeded numpy Generator, a fixed validation
+batch, a tokenizer built for it, its own measure (higher is better), a probe prompt whose attention the lab
+draws and scores with slm.roles, and a prompt for sample generations.
+
+    repeat    sequences R + R, R a run of ctx/2 distinct random words: the induction head forms (accuracy on
+              the second copy)
+    grammar   the playground's synthetic grammar (slm.train.corpus): number agreement appears
+    text      a learner's own text, as words (at most 2,000 distinct) or characters: loss below the unigram
+              baseline
+
+`Settings` holds what the learner sets (layers, heads, d_model, context, steps, batch, learning rate, seed);
+`PRESETS` has each task's defaults and `Settings.check` the limits, with messages meant for the learner.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .. import roles
+from ..config import Config
+from ..model import Model
+from ..params import count_params
+from ..tokenizer import CharTokenizer, WordTokenizer
+from .backward import cross_entropy, next_token_targets
+
+TASKS = ("repeat", "grammar", "text")
+MAX_TEXT_BYTES = 1_000_000
+MAX_WORD_VOCAB = 2_000  # a text with more distinct words than this trains on characters
+MAX_PARAMS = 1_000_000
+# batch x context x parameters: about 6 times this many multiply-adds a step. 5e8 is ~0.3 s a step in CPython
+# and a few times that in the browser, where larger models would train too slowly to watch.
+MAX_STEP_WORK = 500_000_000
+
+# The 32 words the repeat task draws from: short, alphabetic (so the playground's probes use them) and distinct.
+REPEAT_WORDS = (
+    "ant", "bee", "cat", "dog", "elk", "fox", "gnu", "hen", "ibis", "jay", "koi", "lark", "mole", "newt", "owl",
+    "pig", "quail", "rat", "seal", "toad", "urchin", "vole", "wasp", "yak", "zebra", "crab", "deer", "frog",
+    "goat", "hare", "lion", "mouse",
+)
+
+
+@dataclass(frozen=True)
+class Limit:
+    low: float
+    high: float
+    what: str
+
+
+# The ranges a learner can choose (the page's inputs use the same numbers).
+LIMITS = {
+    "layers": Limit(1, 4, "layers"),
+    "heads": Limit(1, 8, "heads per layer"),
+    "d_model": Limit(8, 128, "the model width d_model"),
+    "ctx": Limit(4, 128, "the context length"),
+    "steps": Limit(1, 20_000, "steps"),
+    "batch": Limit(1, 64, "the batch size"),
+    "lr": Limit(1e-5, 1.0, "the learning rate"),
+    "seed": Limit(0, 2**31 - 1, "the seed"),
+}
+
+# The URL keys of the Train view, one per setting (the page reads and writes them).
+QUERY_KEYS = {"layers": "train_layers", "heads": "train_heads", "d_model": "train_d_model", "ctx": "train_ctx",
+              "steps": "train_steps", "batch": "train_batch", "lr": "train_lr", "seed": "train_seed"}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the learner sets. The optimiser's other choices are fixed (AdamW, betas 0.9/0.98, weight decay 0.1,
+    clipping at 1, linear warm-up then cosine to a tenth of the peak: as for the shipped model)."""
+
+    layers: int = 2
+    heads: int = 4
+    d_model: int = 32
+    ctx: int = 24
+    steps: int = 400
+    batch: int = 16
+    lr: float = 3e-3
+    seed: int = 0
+
+    @property
+    def warmup(self) -> int:
+        return min(50, max(1, self.steps // 10))
+
+    def replace(self, **changes: Any) -> Settings:
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_query(self) -> dict[str, str]:
+        """The settings under the Train view's URL keys (train_layers=2&...)."""
+        return {QUERY_KEYS[name]: repr(value) if isinstance(value, float) else str(value)
+                for name, value in self.to_dict().items()}
+
+    @classmethod
+    def from_query(cls, query: Mapping[str, Any], base: Settings | None = None) -> Settings:
+        """Settings from URL keys (train_layers, ...), the missing ones from `base`; a value that is not a number
+        is a ValueError naming the key."""
+        values = (base or cls()).to_dict()
+        for name, key in QUERY_KEYS.items():
+            if key in query:
+                raw = query[key]
+                raw = raw[0] if isinstance(raw, list | tuple) and raw else raw
+                try:
+                    values[name] = float(raw) if name == "lr" else int(str(raw).strip())
+                except ValueError:
+                    raise ValueError(f"{key}={raw!r} is not a number") from None
+        return cls(**values)
+
+    def check(self, n_vocab: int | None = None) -> None:
+        """A ValueError saying what to change when a setting is out of range or (given the vocabulary size) the
+        model is too large."""
+        for name, limit in LIMITS.items():
+            value = getattr(self, name)
+            if name != "lr" and (isinstance(value, bool) or not isinstance(value, int | np.integer)):
+                raise ValueError(f"{limit.what} must be a whole number, got {value!r}")
+            if not (isinstance(value, int | float | np.number) and math.isfinite(value)):
+                raise ValueError(f"{limit.what} must be a number, got {value!r}")
+            if not limit.low <= value <= limit.high:
+                raise ValueError(f"{limit.what} must be between {limit.low:g} and {limit.high:g}, got {value:g}")
+        if self.d_model % self.heads:
+            raise ValueError(f"d_model ({self.d_model}) must be a multiple of the number of heads ({self.heads}), "
+                             f"so that each head gets d_model / heads dimensions")
+        if (self.d_model // self.heads) % 2:
+            raise ValueError(f"each head needs an even number of dimensions for RoPE: d_model / heads = "
+                             f"{self.d_model // self.heads}; change d_model or heads")
+        n = 0 if n_vocab is None else count_params(self.model_config(n_vocab))
+        if n > MAX_PARAMS:
+            raise ValueError(f"this model is too large for the lab: {n:,} parameters, at most {MAX_PARAMS:,}. "
+                             f"Lower d_model or the number of layers")
+        if n * self.batch * self.ctx > MAX_STEP_WORK:
+            raise ValueError(f"this model is too large for the lab: {n:,} parameters x batch {self.batch} x context "
+                             f"{self.ctx} is more work a step than the lab allows ({MAX_STEP_WORK:.0e}). Lower the "
+                             f"batch, the context, d_model or the number of layers")
+
+    def model_config(self, n_vocab: int) -> Config:
+        return Config(n_vocab=n_vocab, n_ctx=self.ctx, n_model=self.d_model, n_heads=self.heads,
+                      n_layers=self.layers, positions="rope")
+
+
+PRESETS = {
+    # The issue's measured run: 2 x 4 heads, d = 32, R of 12 words out of 32, T = 24, batch 16, lr 3e-3.
+    "repeat": Settings(layers=2, heads=4, d_model=32, ctx=24, steps=400, batch=16, lr=3e-3, seed=0),
+    # Smaller than the shipped model (2 x 8, d = 64): agreement appears within 1,000 steps.
+    "grammar": Settings(layers=2, heads=4, d_model=32, ctx=32, steps=1000, batch=16, lr=3e-3, seed=0),
+    "text": Settings(layers=2, heads=4, d_model=64, ctx=64, steps=1500, batch=16, lr=3e-3, seed=0),
+}
+
+
+def _windows(ids: np.ndarray, rng: np.random.Generator, n: int, length: int) -> np.ndarray:
+    starts = rng.integers(0, ids.size - length + 1, size=n)
+    return ids[starts[:, None] + np.arange(length)[None, :]]
+
+
+class Task:
+    """One training task. Subclasses set the attributes below and implement `batch` and `measure`."""
+
+    name = ""
+    measure_name = ""  # what `measure` reports, for the learner ("accuracy on the repeated half")
+    tokenizer: Any
+    probe: np.ndarray  # (T,) token ids: the attention grid and the role scores
+    sample_prompt: list[int]  # ids the sample generations continue
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    @property
+    def n_vocab(self) -> int:
+        return len(self.tokenizer.vocab)
+
+    def batch(self, rng: np.random.Generator) -> np.ndarray:
+        """(batch, ctx) token ids for one training step."""
+        raise NotImplementedError
+
+    def validation(self) -> np.ndarray:
+        """The fixed (N, ctx) validation windows (the same for every run of these settings)."""
+        raise NotImplementedError
+
+    def evaluate(self, model: Model) -> tuple[float, float]:
+        """(validation loss, task measure) of a model."""
+        raise NotImplementedError
+
+    def probe_words(self) -> list[str]:
+        return [self.tokenizer.token_text(i) for i in self.probe]
+
+    def role_scores(self, model: Model) -> dict[str, np.ndarray]:
+        """(L, H) previous-token, induction and duplicate-token scores on the probe (NaN where the probe has no
+        instance of the role)."""
+        trace = model.forward(self.probe)
+        ids = self.probe.tolist()
+        return {role: roles.score_targets(trace, roles.role_targets(role, ids)).scores
+                for role in ("previous_token", "induction", "duplicate_token")}
+
+    def describe(self) -> dict[str, Any]:
+        """The task as saved in meta["task"] (with the settings)."""
+        return {"name": self.name, "measure_name": self.measure_name, **self.settings.to_dict()}
+
+
+def _window_loss(model: Model, windows: np.ndarray) -> tuple[float, np.ndarray]:
+    logits = model.forward(windows).logits
+    targets, valid = next_token_targets(windows)
+    loss, _ = cross_entropy(logits, targets, valid)
+    return loss, logits
+
+
+class RepeatTask(Task):
+    """Random words, then R + R: R is a run of n distinct words out of 32, n drawn anew for every sequence
+    between ctx/4 and ctx/2, and the words before it fill the context. The second copy is predictable only by
+    copying, and since n varies, only by looking up where the current word came before (an induction head),
+    not by attending a fixed distance back (which a fixed n would reward: RoPE makes that easy)."""
+
+    name = "repeat"
+    measure_name = "accuracy on the repeated half"
+    PROBE_SEED = 2024  # the probe and validation batch use seeds no training batch uses
+    VALID_SEED = 7717
+    VALID_N = 64
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        ctx = settings.ctx
+        self.longest = ctx // 2
+        if self.longest > len(REPEAT_WORDS):
+            raise ValueError(f"the repeat task draws at most {len(REPEAT_WORDS)} distinct words, so the context "
+                             f"can be at most {2 * len(REPEAT_WORDS) + 1}, got {ctx}")
+        if ctx < 8:
+            raise ValueError(f"the repeat task needs a context of at least 8, got {ctx}")
+        self.shortest = max(2, ctx // 4, ctx - len(REPEAT_WORDS))  # the prefix and R use distinct words
+        self.tokenizer = WordTokenizer(REPEAT_WORDS)
+        # The probe: R + R filling the context (a leading random word when ctx is odd), the clearest picture.
+        probe, _ = self._sequences(np.random.default_rng(self.PROBE_SEED), 1, fixed=self.longest)
+        self.probe = probe[0]
+        self.sample_prompt = self.probe[: ctx - self.longest + 1].tolist()  # up to R's repeat's first word
+        self._valid, self._valid_mask = self._sequences(np.random.default_rng([self.VALID_SEED, ctx]),
+                                                        self.VALID_N)
+
+    def _sequences(self, rng: np.random.Generator, n: int, fixed: int | None = None
+                   ) -> tuple[np.ndarray, np.ndarray]:
+        """(n, ctx) sequences and a (n, ctx) mask of the rows that predict a word of the second copy."""
+        ctx, vocab = self.settings.ctx, len(REPEAT_WORDS)
+        lengths = (np.full(n, fixed) if fixed is not None
+                   else rng.integers(self.shortest, self.longest + 1, size=n))
+        # One random key per (sequence, word) sorted: n independent draws of distinct words at once.
+        # The words before R are distinct from each other and from R's: every word of the second copy came
+        # exactly once before, so the lookup has one answer.
+        runs = np.argsort(rng.random((n, vocab)), axis=1)
+        cols = np.arange(ctx)[None, :]
+        first = ctx - 2 * lengths[:, None]  # where R starts
+        in_r = cols - first
+        index = np.where(in_r < 0, lengths[:, None] - in_r - 1,  # the prefix: words after R's in `runs`
+                         np.where(in_r >= lengths[:, None], in_r - lengths[:, None], in_r))
+        seqs = np.take_along_axis(runs, index, axis=1)
+        # rows t predicting t + 1 inside the second copy: t from its first word to its last but one
+        mask = (in_r >= lengths[:, None]) & (cols < ctx - 1)
+        return seqs, mask
+
+    def batch(self, rng: np.random.Generator) -> np.ndarray:
+        return self._sequences(rng, self.settings.batch)[0]
+
+    def validation(self) -> np.ndarray:
+        return self._valid
+
+    def _accuracy(self, logits: np.ndarray, seqs: np.ndarray, mask: np.ndarray) -> float:
+        right = logits[:, :-1].argmax(-1) == seqs[:, 1:]
+        return float(right[mask[:, :-1]].mean())
+
+    def evaluate(self, model: Model) -> tuple[float, float]:
+        loss, logits = _window_loss(model, self._valid)
+        return loss, self._accuracy(logits, self._valid, self._valid_mask)
+
+    def copying_accuracy(self, model: Model, n: int = 200, seed: int = 99) -> float:
+        """Top-1 accuracy on the second copy of n fresh sequences."""
+        seqs, mask = self._sequences(np.random.default_rng(seed), n)
+        return self._accuracy(model.forward(seqs).logits, seqs, mask)
+
+
+class GrammarTask(Task):
+    """The playground's grammar corpus; the measure is number agreement on held-out decision points."""
+
+    name = "grammar"
+    measure_name = "number agreement"
+    TRAIN_TOKENS = 200_000  # generated in about 0.5 s; a 1,000-step run at batch 16 x 32 reads 512,000
+    VALID_TOKENS = 20_000
+    VALID_N = 64
+    AGREEMENT_PER_KIND = 50  # 200 decision points per measurement
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        from . import corpus  # the grammar is only imported for this task
+        from .data import TokenStream
+
+        self.corpus = corpus
+        seed = settings.seed
+        self.tokenizer = WordTokenizer(corpus.VOCAB)
+        self.stream = TokenStream.generate("train", self.TRAIN_TOKENS, seed=seed * 2 + 1)
+        valid = TokenStream.generate("valid", self.VALID_TOKENS, seed=seed * 2 + 2)
+        self._valid = valid.windows(np.random.default_rng([seed, 8]), self.VALID_N, settings.ctx, 0.5)
+        start = corpus.TOKEN_ID[corpus.START]
+        length = max(2, min(8, (settings.ctx - 1) // 2))
+        words = corpus.encode(corpus.LIST_WORDS)
+        self.probe = roles.repeated_tokens(words, length, np.random.default_rng(2024), start)
+        self.sample_prompt = [start, corpus.TOKEN_ID["the"]]
+
+    def batch(self, rng: np.random.Generator) -> np.ndarray:
+        return self.stream.windows(rng, self.settings.batch, self.settings.ctx, 0.5)
+
+    def validation(self) -> np.ndarray:
+        return self._valid
+
+    def evaluate(self, model: Model) -> tuple[float, float]:
+        from .evaluate import AGREEMENT_KINDS, agreement
+
+        loss, _ = _window_loss(model, self._valid)
+        return loss, agreement(model, n_per_kind=self.AGREEMENT_PER_KIND, kinds=AGREEMENT_KINDS).accuracy
+
+
+def decode_text(data: str | bytes | bytearray | memoryview) -> str:
+    """The learner's text, or a ValueError saying why it cannot be trained on (too large, not text)."""
+    if isinstance(data, bytes | bytearray | memoryview):
+        raw = bytes(data)
+        if len(raw) > MAX_TEXT_BYTES:
+            raise ValueError(f"the file is {len(raw) / 1e6:.1f} MB; the lab trains on at most 1 MB of text")
+        if b"\x00" in raw:
+            raise ValueError("this file is not text (it contains NUL bytes): open a plain .txt file")
+        try:
+            text = raw.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"this file is not UTF-8 text (byte {exc.start} cannot be read): save it as "
+                             "plain UTF-8 text (.txt)") from None
+    elif isinstance(data, str):
+        text = data
+        if len(text.encode("utf-8", "surrogatepass")) > MAX_TEXT_BYTES:
+            raise ValueError(f"the text is {len(text.encode('utf-8', 'surrogatepass')) / 1e6:.1f} MB; "
+                             "the lab trains on at most 1 MB of text")
+        if "\x00" in text:
+            raise ValueError("this is not text (it contains NUL characters): paste or open plain text")
+    else:
+        raise ValueError(f"the text must be a string or bytes, got {type(data).__name__}")
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if not text.strip():
+        raise ValueError("the text is empty: paste some text or open a .txt file")
+    return text
+
+
+def text_tokenizer(text: str) -> WordTokenizer | CharTokenizer:
+    """Words when the text has at most MAX_WORD_VOCAB distinct words, else characters."""
+    words = WordTokenizer([]).split(text)
+    distinct = sorted(set(words))
+    if words and len(distinct) <= MAX_WORD_VOCAB:
+        return WordTokenizer(distinct)
+    return CharTokenizer(sorted(set(text)))
+
+
+class TextTask(Task):
+    """A learner's text: the last tenth validates (when it holds enough windows), the rest trains. The measure
+    is how far the validation loss is below the unigram baseline: 1 - loss / unigram (0 = no better than word
+    or character frequencies)."""
+
+    name = "text"
+    measure_name = "loss below the unigram baseline"
+    VALID_N = 64
+
+    def __init__(self, settings: Settings, text: str | bytes) -> None:
+        super().__init__(settings)
+        text = decode_text(text)
+        self.tokenizer = text_tokenizer(text)
+        self.kind = "word" if isinstance(self.tokenizer, WordTokenizer) else "char"
+        ids = np.array(self.tokenizer.encode(text).ids, dtype=np.int64)
+        unit = "words" if self.kind == "word" else "characters"
+        if ids.size < settings.ctx + 1:
+            raise ValueError(f"the text is too short: {ids.size} {unit}, and the context needs at least "
+                             f"{settings.ctx + 1} ({settings.ctx} + 1). Add text or lower the context")
+        self.n_tokens = int(ids.size)
+        split = int(ids.size * 0.9)
+        if ids.size - split >= settings.ctx + 1 and split >= settings.ctx + 1:
+            self.train_ids, self.valid_ids = ids[:split], ids[split:]
+        else:  # too short to hold out a tenth: validate on the training text (the measure then shows fitting)
+            self.train_ids = self.valid_ids = ids
+        self._valid = _windows(self.valid_ids, np.random.default_rng([settings.seed, 8]), self.VALID_N,
+                               settings.ctx)
+        counts = np.bincount(self.train_ids, minlength=self.n_vocab) + 1.0
+        log_p = np.log(counts / counts.sum())
+        self.unigram_loss = float(-log_p[self._valid[:, 1:]].mean())
+        self.probe = ids[: settings.ctx]
+        self.sample_prompt = ids[: min(8, settings.ctx // 2)].tolist()
+
+    def batch(self, rng: np.random.Generator) -> np.ndarray:
+        return _windows(self.train_ids, rng, self.settings.batch, self.settings.ctx)
+
+    def validation(self) -> np.ndarray:
+        return self._valid
+
+    def evaluate(self, model: Model) -> tuple[float, float]:
+        loss, _ = _window_loss(model, self._valid)
+        return loss, 1.0 - loss / self.unigram_loss
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "tokens": self.kind, "n_tokens": self.n_tokens, "n_vocab": self.n_vocab,
+                "unigram_loss": self.unigram_loss}
+
+
+def make_task(name: str, settings: Settings | Mapping[str, Any] | None = None, text: str | bytes | None = None
+              ) -> Task:
+    """The task `name` ("repeat", "grammar" or "text" with `text`) with `settings` (missing ones from its
+    preset), checked against the limits."""
+    if name not in TASKS:
+        raise ValueError(f"unknown task {name!r}: choose one of {', '.join(TASKS)}")
+    if settings is None:
+        settings = PRESETS[name]
+    elif not isinstance(settings, Settings):
+        unknown = set(settings) - set(QUERY_KEYS)
+        if unknown:
+            raise ValueError(f"unknown settings {sorted(unknown)}: the settings are {', '.join(QUERY_KEYS)}")
+        settings = PRESETS[name].replace(**settings)
+    settings.check()
+    if name == "repeat":
+        task: Task = RepeatTask(settings)
+    elif name == "grammar":
+        task = GrammarTask(settings)
+    else:
+        if text is None:
+            raise ValueError("the text task needs a text: paste some or open a .txt file")
+        task = TextTask(settings, text)
+    settings.check(task.n_vocab)
+    return task

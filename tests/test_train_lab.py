@@ -1,0 +1,109 @@
+"""The training lab (slm.train.lab): it learns the repeat task, is deterministic however it is chunked, keeps
+checkpoints to scrub, stops a diverging run, and writes a model file the command line writes too."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from slm import Model
+from slm.train.__main__ import main
+from slm.train.lab import Lab
+from slm.train.tasks import PRESETS, RepeatTask, make_task
+
+SMALL = {"layers": 1, "heads": 2, "d_model": 16, "ctx": 12, "steps": 30, "batch": 8}
+
+
+def test_same_settings_same_curve_and_chunks_do_not_matter():
+    a = Lab("repeat", SMALL)
+    a.step(SMALL["steps"])
+    b = Lab("repeat", SMALL)
+    while not b.finished:
+        b.step(7)  # chunk sizes that do not divide the evaluation interval
+    c = Lab("repeat", SMALL)
+    while c.run_for(0.0):  # one step per call
+        pass
+    for other in (b, c):
+        assert np.array_equal(a.history()["train_loss"], other.history()["train_loss"])
+        assert np.array_equal(a.history()["val_loss"], other.history()["val_loss"])
+        for name, value in a.model().params.items():
+            assert np.array_equal(value, other.model().params[name]), name
+    d = Lab("repeat", {**SMALL, "seed": 1})
+    d.run()
+    assert not np.array_equal(a.history()["train_loss"], d.history()["train_loss"])
+
+
+def test_step_stops_at_the_end_and_reports_status():
+    run = Lab("repeat", SMALL)
+    assert run.state == "ready" and run.step(5) == 5 and run.state == "running"
+    assert run.step(100) == SMALL["steps"] - 5
+    assert run.finished and run.step(3) == 0 and run.run_for(0.1) == 0
+    assert run.status().startswith("step 30 / 30 · loss ") and run.status().endswith("· done")
+    assert "accuracy on the repeated half" in run.status()
+
+
+def test_checkpoints_scrub_back_and_stay_bounded():
+    run = Lab("repeat", {**SMALL, "steps": 200}, eval_every=5)
+    run.step(50)
+    early = run.model_at(20)
+    assert early.meta["step"] == 20
+    assert not np.array_equal(early.params["tok_emb"], run.model_at(None).params["tok_emb"])
+    assert np.array_equal(run.model_at(0).params["tok_emb"], Lab("repeat", SMALL).model_at(0).params["tok_emb"])
+    assert run.model_at(22).meta["step"] == 20  # the last checkpoint at or before the step
+    assert run.attention(20).shape == (1, 2, 12, 12)
+    early_tok = early.params["tok_emb"].copy()
+    run.run()
+    assert np.array_equal(run.model_at(20).params["tok_emb"], early_tok)  # later training leaves it alone
+    assert all(v.dtype == np.float32 for v in early.params.values())
+    # a tiny memory budget thins old checkpoints out but keeps step 0 and the newest
+    from slm.train import lab as lab_module
+
+    old = lab_module.MAX_CHECKPOINTS
+    lab_module.MAX_CHECKPOINTS = 8
+    try:
+        thin = Lab("repeat", {**SMALL, "steps": 200}, eval_every=5).run()
+    finally:
+        lab_module.MAX_CHECKPOINTS = old
+    steps = thin.checkpoint_steps
+    assert len(steps) <= 8 and steps[0] == 0 and steps[-1] == 200
+    assert len(run.checkpoint_steps) == 41
+
+
+def test_a_diverging_run_stops_at_the_last_good_checkpoint():
+    """A learning rate far beyond the limits (the Task is built directly, past make_task's check) overflows."""
+    task = RepeatTask(PRESETS["repeat"].replace(**SMALL, lr=1e30))
+    run = Lab(task, eval_every=5)
+    run.run()
+    assert run.state == "diverged" and run.finished
+    assert "lower the learning rate" in run.message.lower()
+    assert run.step_count in run.checkpoint_steps
+    assert all(np.isfinite(v).all() for v in run.model().params.values())
+    assert np.isfinite(run.history()["train_loss"]).all()
+    assert "diverged" in run.status()
+    assert run.step(5) == 0
+
+
+def test_text_run_and_cli_write_the_same_kind_of_file(tmp_path):
+    text = "the cat sat on the mat . the dog sat on the log .\n" * 40
+    path = tmp_path / "mine.txt"
+    path.write_text(text)
+    out = tmp_path / "mine.npz"
+    args = ["--task", "text", str(path), "--steps", "20", "--ctx", "16", "--layers", "1", "--d-model", "16",
+            "--heads", "2", "--out", str(out), "--quiet"]
+    assert main(args) == 0
+    model = Model.load(out)
+    assert model.tokenizer.to_json()["kind"] == "word"
+    assert model.meta["task"]["tokens"] == "word" and model.meta["task"]["steps"] == 20
+    lab = Lab(make_task("text", {"steps": 20, "ctx": 16, "layers": 1, "d_model": 16, "heads": 2}, text=text))
+    lab.run()
+    assert lab.model().meta["curve"] == model.meta["curve"]
+    for name, value in lab.model().params.items():
+        assert np.array_equal(value, model.params[name]), name
+
+
+def test_cli_reports_bad_input(tmp_path, capsys):
+    path = tmp_path / "bin.txt"
+    path.write_bytes(b"\x00\x01")
+    assert main(["--task", "text", str(path)]) == 2
+    assert "not text" in capsys.readouterr().err
+    assert main(["--task", "repeat", "--heads", "9"]) == 2
+    assert "heads per layer must be between" in capsys.readouterr().err
