@@ -3,7 +3,8 @@
 worker.js runs this file after prelude.py (which imported Panel and the app's module), in the same namespace,
 with ``location_json`` (the page's ``window.location`` as JSON, query string included) set as well. The value
 of the last expression goes to the page as Panel's 'render' message. ``apply_patch``, ``link_docs`` and
-``set_location`` are called by worker.js for the 'patch', 'rendered' and 'location' messages, and
+``set_location`` are called by worker.js for the 'patch', 'rendered' and 'location' messages, ``deliver_files`` for
+files dropped on the page, and
 ``playground.start_building_hidden`` right after 'ready'.
 """
 
@@ -30,6 +31,18 @@ def apply_patch(patch: object) -> None:
 
 def link_docs(send_patch: object) -> None:
     _link_docs_worker(state.curdoc, send_patch, setter="js")
+
+
+def deliver_files(files: object) -> int | None:
+    """Files dropped on the page (worker.js: a JS array of [name, Uint8Array]) to ``playground.inbox.deliver`` as
+    [name, bytes] pairs; how many playgrounds took them, or None when this build's app has no inbox."""
+    try:
+        from playground import inbox
+    except ModuleNotFoundError as e:
+        if e.name != "playground.inbox":
+            raise
+        return None
+    return inbox.deliver([[str(name), data.to_bytes()] for name, data in files])  # type: ignore[attr-defined]
 
 
 init_doc()

@@ -148,6 +148,10 @@ function fromBase64(text) {
   return bytes;
 }
 
+async function sha256Hex(bytes) {
+  return [...new Uint8Array(await crypto.subtle.digest("SHA-256", bytes))].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
 const MIME = { wasm: "application/wasm", js: "text/javascript", mjs: "text/javascript", css: "text/css",
   json: "application/json", svg: "image/svg+xml" };
 const embedded = new Map(); // path -> Promise<Blob>
@@ -164,9 +168,7 @@ function embeddedFile(path) {
         const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
         bytes = new Uint8Array(await new Response(stream).arrayBuffer());
       }
-      const digest = [...new Uint8Array(await crypto.subtle.digest("SHA-256", bytes))]
-        .map((b) => b.toString(16).padStart(2, "0")).join("");
-      if (bytes.length !== part.size || digest !== part.sha256) {
+      if (bytes.length !== part.size || (await sha256Hex(bytes)) !== part.sha256) {
         throw new SiteError(`Portable file: ${path}`, "the embedded copy is damaged (its sha256 does not match)");
       }
       return new Blob([bytes], { type: MIME[path.split(".").pop()] || "application/octet-stream" });
@@ -428,6 +430,7 @@ async function startWorker(manifest, mainJs, hold) {
       info.loadedPackages = msg.loaded;
       $("#loading").hidden = true;
       body.dataset.ready = "1";
+      drops.ready(worker);
       offerOfflineCopy(manifest);
       const kept = keepForNextVisit(manifest.build_id, msg.fetched);
       if (useSnapshot) {
@@ -463,9 +466,10 @@ async function startWorker(manifest, mainJs, hold) {
   // A worker made from a blob learns the site's root here, and in the portable file gets the files themselves.
   const root = new URL("./", location.href).href;
   const [files, transfer] = portable ? await workerFiles() : [null, []];
+  const models = portable ? await portableModels() : null;
   worker.postMessage(
-    { type: "start", manifest, location: pageLocation(), snapshot: useSnapshot, keep, controlled, root, files, hold },
-    transfer,
+    { type: "start", manifest, location: pageLocation(), snapshot: useSnapshot, keep, controlled, root, files, hold, models },
+    [...transfer, ...(models || []).map((m) => m.data)],
   );
 }
 
@@ -487,7 +491,8 @@ function offerOfflineCopy(manifest) {
         if (!resp.ok) throw new Error(`${url}: HTTP ${resp.status}`);
         return new Uint8Array(await resp.arrayBuffer());
       };
-      const file = new Blob([await assemble({ manifest, read })], { type: "text/html" });
+      const models = await storedModels();
+      const file = new Blob([await assemble({ manifest, read, models })], { type: "text/html" });
       const link = document.createElement("a");
       link.href = URL.createObjectURL(file);
       link.download = manifest.site.portable_name;
@@ -499,6 +504,26 @@ function offerOfflineCopy(manifest) {
       button.disabled = false;
     }
   });
+}
+
+// The models in the worker's store (slmStore), with their bytes: the portable file embeds them.
+function storedModels() {
+  const channel = new MessageChannel();
+  const answer = new Promise((resolve) => (channel.port1.onmessage = (event) => resolve(event.data)));
+  worker.postMessage({ type: "export-models" }, [channel.port2]);
+  return answer;
+}
+
+// The models the portable file embeds ([{key, name, bytes, saved, data: ArrayBuffer}], checked like its files),
+// for the worker's slmStore.
+async function portableModels() {
+  return Promise.all((portable.models || []).map(async (m) => {
+    const data = fromBase64(document.getElementById(m.id).textContent);
+    if (data.length !== m.bytes || (await sha256Hex(data)) !== m.sha256) {
+      throw new SiteError(`Portable file: the model ${m.name}`, "the embedded copy is damaged (its sha256 does not match)");
+    }
+    return { key: m.key, name: m.name, bytes: m.bytes, saved: m.saved, data: data.buffer };
+  }));
 }
 
 // The next visit starts from a memory snapshot of this one's interpreter (site/snapshot.js): made by a second
@@ -603,6 +628,91 @@ async function showFirstView(firstView, mainJs) {
   } catch (e) {
     console.warn("[site] no first view:", e); // the live app still comes; only the head start is lost
     delete body.dataset.firstView;
+  }
+}
+
+// ------------------------------------------------------------------------------------- dropped files
+// Files dropped anywhere on the page (several files, a folder, a .zip or .npz) go to the app's Python
+// (worker.js -> boot.py deliver_files -> playground.inbox.deliver) as [relative path, bytes]. A drop before the app
+// is ready is held until then. body[data-drop="over"] highlights the page while files are dragged over it.
+const drops = dropTarget();
+
+function dropTarget() {
+  let target = null; // the worker, once the app is ready
+  let held = [];
+  let depth = 0; // dragenter/dragleave pairs: they fire for every child element crossed
+  const send = (files) => target.postMessage({ type: "files", files }, files.map(([, buffer]) => buffer));
+  const carriesFiles = (event) => [...(event.dataTransfer?.types || [])].includes("Files");
+  const highlight = (on) => (on ? (body.dataset.drop = "over") : delete body.dataset.drop);
+  document.addEventListener("dragenter", (event) => {
+    if (!carriesFiles(event)) return;
+    depth += 1;
+    highlight(true);
+  });
+  document.addEventListener("dragleave", (event) => {
+    if (!carriesFiles(event)) return;
+    depth = Math.max(0, depth - 1);
+    if (!depth) highlight(false);
+  });
+  document.addEventListener("dragover", (event) => {
+    if (!carriesFiles(event)) return;
+    event.preventDefault(); // else the browser opens the file instead of dropping it here
+    event.dataTransfer.dropEffect = "copy";
+    highlight(true);
+  });
+  document.addEventListener("drop", (event) => {
+    if (!carriesFiles(event)) return;
+    event.preventDefault();
+    depth = 0;
+    highlight(false);
+    // The entries must be taken now: the DataTransfer is emptied once this handler returns.
+    const items = [...event.dataTransfer.items].filter((item) => item.kind === "file");
+    const entries = items.map((item) => item.webkitGetAsEntry?.() || null);
+    const plain = [...event.dataTransfer.files];
+    readDropped(entries, plain).then((files) => {
+      if (!files.length) return;
+      if (target) send(files);
+      else {
+        held.push(...files);
+        console.info(`[site] ${files.length} dropped file(s) held until the app has started`);
+      }
+    }, (e) => console.error("[site] the dropped files could not be read:", e));
+  });
+  return {
+    ready(worker) {
+      target = worker;
+      if (held.length) send(held);
+      held = [];
+    },
+  };
+}
+
+// [[relative path, ArrayBuffer], ...] of a drop: a folder's files under their path inside it. `entries` (one per
+// dropped item, null where the engine gives none) are walked; without them, the plain list of files.
+async function readDropped(entries, plain) {
+  const files = [];
+  if (entries.length && entries.every(Boolean)) {
+    // A dropped folder's files are named by their path inside it.
+    for (const entry of entries) await walkEntry(entry, files, entry.isDirectory ? `${entry.fullPath}/` : "/");
+  } else {
+    for (const file of plain) files.push([file.webkitRelativePath || file.name, await file.arrayBuffer()]);
+  }
+  return files;
+}
+
+async function walkEntry(entry, files, base) {
+  if (entry.isFile) {
+    const path = entry.fullPath.startsWith(base) ? entry.fullPath.slice(base.length) : entry.name;
+    const file = await new Promise((resolve, reject) => entry.file(resolve, reject));
+    files.push([path, await file.arrayBuffer()]);
+    return;
+  }
+  const reader = entry.createReader();
+  for (;;) {
+    // readEntries gives a folder's entries in batches (100 in Chromium) until it gives none.
+    const batch = await new Promise((resolve, reject) => reader.readEntries(resolve, reject));
+    if (!batch.length) break;
+    for (const child of batch) await walkEntry(child, files, base);
   }
 }
 

@@ -354,6 +354,111 @@ async function fromMemory(url) {
   return new Response(file.bytes, { headers: { "Content-Type": file.type } });
 }
 
+
+// ---------------------------------------------------------------------------------- the model store
+// The models a learner trained or loaded, kept across visits in IndexedDB ("slm-models"), for the app's Python:
+// `await js.slmStore.put(key, bytes, name)` (py/playground/storage.py). Two object stores, so that list() reads no
+// model's bytes: "meta" ({key, name, bytes: size, saved: ms}) and "data" (key -> Uint8Array). Where IndexedDB is
+// missing or refused (an opaque origin: the portable file, a sandboxed iframe; some private windows) available()
+// is false and put() rejects with an Error that says so; list() and get() then answer from `embeddedModels`, the
+// models the portable file was saved with ([{key, name, bytes, saved, data: Uint8Array}]).
+const MODEL_DB = "slm-models";
+
+function modelStore(embeddedModels = [], persistent = true) {
+  let opening = null;
+  const open = () => (opening ??= new Promise((resolve, reject) => {
+    let request;
+    try {
+      if (!persistent) throw new Error("the portable file keeps no models but those it was saved with");
+      request = indexedDB.open(MODEL_DB, 1);
+    } catch (e) {
+      reject(e); // no indexedDB at all, or an opaque origin (SecurityError)
+      return;
+    }
+    request.onupgradeneeded = () => {
+      request.result.createObjectStore("meta", { keyPath: "key" });
+      request.result.createObjectStore("data");
+    };
+    request.onsuccess = () => resolve(request.result);
+    request.onerror = () => reject(request.error);
+    request.onblocked = () => reject(new Error("another tab holds an older version of the model store open"));
+  }));
+  const db = async () => {
+    try {
+      return await open();
+    } catch (e) {
+      throw new Error(`This page cannot keep models (no IndexedDB here: ${e?.message || e}). ` +
+        "A page opened from a file, a sandboxed frame or a private window has none; download the model instead.");
+    }
+  };
+  // One transaction; resolves with `request`'s result once it has committed.
+  const run = async (stores, mode, work) => {
+    const tx = (await db()).transaction(stores, mode);
+    const request = work(tx);
+    return new Promise((resolve, reject) => {
+      tx.oncomplete = () => resolve(request?.result);
+      tx.onerror = () => reject(tx.error);
+      tx.onabort = () => reject(tx.error || new Error("the model store's transaction was aborted"));
+    });
+  };
+  const fromEmbedded = (key) => embeddedModels.find((m) => m.key === key);
+  let usable = null;
+  return {
+    available() {
+      usable ??= open().then(() => true, (e) => {
+        console.info("[site] no model store here:", e?.message || e); // the named case: IndexedDB refused
+        return false;
+      });
+      return usable;
+    },
+    async list() {
+      const embedded = embeddedModels.map(({ key, name, bytes, saved }) => ({ key, name, bytes, saved }));
+      if (!(await this.available())) return embedded;
+      const stored = await run(["meta"], "readonly", (tx) => tx.objectStore("meta").getAll());
+      return [...embedded.filter((m) => !stored.some((s) => s.key === m.key)), ...stored];
+    },
+    async get(key) {
+      if (await this.available()) {
+        const data = await run(["data"], "readonly", (tx) => tx.objectStore("data").get(key));
+        if (data) return data;
+      }
+      const model = fromEmbedded(key);
+      return model ? model.data.slice() : null;
+    },
+    async put(key, bytes, name) {
+      const data = asBytes(bytes); // copied now: a view of Python's memory may move once this awaits
+      const meta = { key: String(key), name: String(name ?? key), bytes: data.byteLength, saved: Date.now() };
+      await run(["meta", "data"], "readwrite", (tx) => {
+        tx.objectStore("data").put(data, meta.key);
+        return tx.objectStore("meta").put(meta);
+      });
+    },
+    async remove(key) {
+      await run(["meta", "data"], "readwrite", (tx) => {
+        tx.objectStore("data").delete(key);
+        return tx.objectStore("meta").delete(key);
+      });
+    },
+  };
+}
+
+// A copy of the bytes given as a Uint8Array (or another view, an ArrayBuffer, or a PyProxy of a Python buffer).
+function asBytes(value) {
+  if (value instanceof ArrayBuffer) return new Uint8Array(value.slice(0));
+  if (ArrayBuffer.isView(value)) return new Uint8Array(value.buffer.slice(value.byteOffset, value.byteOffset + value.byteLength));
+  if (typeof value?.getBuffer === "function") {
+    const buffer = value.getBuffer("u8");
+    try {
+      return buffer.data.slice();
+    } finally {
+      buffer.release();
+    }
+  }
+  throw new TypeError(`slmStore.put: the model's bytes must be a Uint8Array, not ${Object.prototype.toString.call(value)}`);
+}
+
+self.slmStore = modelStore(); // the portable file's replaces it at 'start', with the models it embeds
+
 // ------------------------------------------------------------------------------------------ stages
 function stage(name) {
   post({ type: "stage", stage: name, t: performance.now() });
@@ -596,6 +701,11 @@ const released = new Promise((resolve) => (go = resolve));
 
 async function start(msg) {
   if (fromBlob) importFromBlobWorker(msg);
+  if (msg.models) {
+    // The portable file: its models, and no store of its own (available() false, so the app says so).
+    const models = msg.models.map((m) => ({ ...m, data: new Uint8Array(m.data) }));
+    self.slmStore = modelStore(models, false);
+  }
   const cacheName = useManifest(msg.manifest);
   const t0 = performance.now();
   const timings = {};
@@ -677,6 +787,34 @@ async function makeSnapshot(msg) {
   post({ type: "snapshot", bytes: size, ms: performance.now() - t0 });
 }
 
+// Files dropped on the page (loader.js: [[relative path, ArrayBuffer], ...]) handed to the app's
+// playground.inbox.deliver (boot.py deliver_files converts them to [name, bytes] pairs).
+async function deliverFiles(files) {
+  const pairs = files.map(([name, buffer]) => [name, new Uint8Array(buffer)]);
+  const deliver = py.get("deliver_files");
+  let taken;
+  try {
+    taken = await deliver(pairs);
+  } finally {
+    deliver.destroy();
+  }
+  if (taken === undefined || taken === null) {
+    console.error(`[site] ${files.length} dropped file(s) not delivered: this build's app has no playground.inbox`);
+  } else {
+    console.info(`[site] ${files.length} dropped file(s) handed to ${taken} playground(s)`);
+  }
+}
+
+// The store's models with their bytes, for "Save for offline use" (portable.js embeds them).
+async function exportModels() {
+  const models = [];
+  for (const meta of await self.slmStore.list()) {
+    const data = await self.slmStore.get(meta.key);
+    if (data) models.push({ ...meta, data });
+  }
+  return models;
+}
+
 function lastLines(text) {
   return text.trim().split("\n").slice(-12).join("\n");
 }
@@ -718,6 +856,10 @@ self.onmessage = async (event) => {
       }
     } else if (msg.type === "location") {
       py.get("set_location")(msg.location);
+    } else if (msg.type === "files") {
+      await deliverFiles(msg.files);
+    } else if (msg.type === "export-models") {
+      event.ports[0].postMessage(await exportModels());
     }
   } catch (e) {
     if (e instanceof SiteError) {

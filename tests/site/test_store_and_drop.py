@@ -1,0 +1,163 @@
+"""The page engineer's contract with site/ (issue 30): the worker's model store (`slmStore`, IndexedDB
+"slm-models"), the portable file's embedded models, and files dropped on the page. CI-level: the fake NumPy stops
+the app at `import numpy`, but the worker stays up, so its store and the page's drop target can be driven.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+from conftest import Visit, serve
+
+PORTABLE = "build/transformer-playground.html"
+LOCAL = ("file:", "blob:", "data:")
+
+# A model's bytes in the worker: [0, 1, ..., 255] * 3.
+MODEL_BYTES = "Uint8Array.from({ length: 768 }, (_, i) => i % 256)"
+
+
+def app_worker(visit: Visit) -> object:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        for worker in visit.page.workers:
+            if worker.url.endswith("/worker.js") or worker.url.startswith("blob:"):
+                if worker.evaluate("typeof self.slmStore") == "object":
+                    return worker
+        time.sleep(0.1)
+    raise AssertionError(f"no app worker with a store: {[w.url for w in visit.page.workers]}")
+
+
+def test_the_model_store_keeps_models_across_visits(browser: object, fake_vendored_site: tuple[Path, str]) -> None:
+    """put/list/get/remove in the worker, as Python calls them; a model put on one visit is listed on the next."""
+    with serve(fake_vendored_site[0]) as url, Visit(browser, url) as visit:
+        visit.open()
+        worker = app_worker(visit)
+        assert worker.evaluate("slmStore.available()") is True
+        before = time.time() * 1000
+        worker.evaluate(f"slmStore.put('trained-1', {MODEL_BYTES}, 'my model')")
+        listed = worker.evaluate("slmStore.list()")
+        assert [(m["key"], m["name"], m["bytes"]) for m in listed] == [("trained-1", "my model", 768)], listed
+        assert before - 1000 <= listed[0]["saved"] <= time.time() * 1000 + 1000
+        assert worker.evaluate(f"slmStore.get('trained-1').then((b) => b instanceof Uint8Array && "
+                               f"b.join() === {MODEL_BYTES}.join())") is True
+        assert worker.evaluate("slmStore.get('no such model')") is None
+        # Bytes of another type are refused by name.
+        error = worker.evaluate("slmStore.put('x', 'not bytes', 'x').then(() => null, (e) => e.message)")
+        assert "must be a Uint8Array" in error, error
+        visit.reload()
+        worker = app_worker(visit)
+        assert [m["key"] for m in worker.evaluate("slmStore.list()")] == ["trained-1"]
+        worker.evaluate("slmStore.remove('trained-1')")
+        assert worker.evaluate("slmStore.list()") == []
+
+
+def portable_with_a_model(browser: object, site: Path, folder: Path) -> Path:
+    """The hosted page's portable.js writes the file with one model from its store (as "Save for offline use"
+    does with the worker's models)."""
+    with serve(site) as url, Visit(browser, url) as visit:
+        visit.open()
+        html = visit.page.evaluate(f"""async () => {{
+            const {{ assemble }} = await import("./portable.js");
+            const manifest = await (await fetch("build/manifest.json")).json();
+            const read = async (u) => new Uint8Array(await (await fetch(u)).arrayBuffer());
+            const models = [{{ key: "trained-1", name: "my model", bytes: 768, saved: 1700000000000,
+                               data: {MODEL_BYTES} }}];
+            return assemble({{ manifest, read, models }});
+        }}""")
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "transformer-playground.html"
+    path.write_text(html)
+    return path
+
+
+def test_the_portable_file_lists_the_models_it_was_saved_with(browser: object,
+                                                              fake_vendored_site: tuple[Path, str],
+                                                              tmp_path: Path) -> None:
+    """In the portable file (an opaque origin) the store has no IndexedDB: available() is false, put() rejects
+    with a readable Error, and list()/get() answer with the embedded models, checked by their sha256."""
+    path = portable_with_a_model(browser, fake_vendored_site[0], tmp_path / "stick")
+    index = json.loads(re.search(r'<script type="application/json">(.*?)</script>', path.read_text(), re.S).group(1))
+    assert [(m["key"], m["bytes"]) for m in index["models"]] == [("trained-1", 768)]
+    with Visit(browser, path.as_uri() + "?model=trained-1", allowed=LOCAL) as visit:
+        visit.open("")
+        assert "No module named 'numpy'" in visit.page.text_content("#error-detail"), visit.console
+        worker = app_worker(visit)
+        assert worker.evaluate("slmStore.available()") is False
+        assert worker.evaluate("slmStore.list()") == [
+            {"key": "trained-1", "name": "my model", "bytes": 768, "saved": 1700000000000}]
+        assert worker.evaluate(f"slmStore.get('trained-1').then((b) => b.join() === {MODEL_BYTES}.join())") is True
+        error = worker.evaluate(f"slmStore.put('k', {MODEL_BYTES}, 'k').then(() => null, (e) => e.message)")
+        assert error and "cannot keep models" in error, error
+        # The page's query string reaches the app, as for every portable start.
+        assert "model=trained-1" in visit.page.evaluate("location.search")
+        assert visit.external == []
+
+
+def test_a_damaged_embedded_model_stops_on_the_error_panel(browser: object, fake_vendored_site: tuple[Path, str],
+                                                           tmp_path: Path) -> None:
+    path = portable_with_a_model(browser, fake_vendored_site[0], tmp_path / "stick")
+    html = path.read_text()
+    block = re.search(r'(<script type="application/octet-stream" id="model-0">)([^<]*)', html)
+    damaged = block.group(2)[:-8] + ("AAAAAAAA" if not block.group(2).endswith("AAAAAAAA") else "BBBBBBBB")
+    path.write_text(html.replace(block.group(0), block.group(1) + damaged))
+    with Visit(browser, path.as_uri(), allowed=LOCAL) as visit:
+        visit.open("")
+        assert "the model my model" in visit.page.text_content("#error-what"), visit.console
+        assert "damaged" in visit.page.text_content("#error-detail")
+
+
+def test_the_store_says_why_where_indexeddb_is_refused(browser: object, fake_vendored_site: tuple[Path, str]) -> None:
+    """IndexedDB that throws (a sandboxed frame, some private windows: SecurityError): available() is false, put()
+    rejects with a readable Error, list() is empty, and nothing else fails."""
+    with serve(fake_vendored_site[0]) as url, Visit(browser, url) as visit:
+        visit.open()
+        worker = app_worker(visit)
+        worker.evaluate("""() => {
+          indexedDB.open = () => { throw new DOMException("The user denied permission to access the database.",
+                                                          "SecurityError"); };
+        }""")
+        assert worker.evaluate("slmStore.available()") is False
+        error = worker.evaluate(f"slmStore.put('k', {MODEL_BYTES}, 'k').then(() => null, (e) => e.message)")
+        assert error and "cannot keep models" in error and "denied permission" in error, error
+        assert worker.evaluate("slmStore.list()") == []
+        assert worker.evaluate("slmStore.get('k')") is None
+
+
+# A drop of two files carried by a DataTransfer, as a drag from the desktop brings them.
+DRAG_JS = """async (kind) => {
+  const dt = new DataTransfer();
+  dt.items.add(new File([new Uint8Array([1, 2, 3])], "config.json"));
+  dt.items.add(new File([new Uint8Array(10)], "model.npz"));
+  document.body.dispatchEvent(new DragEvent(kind, { dataTransfer: dt, bubbles: true, cancelable: true }));
+  return document.body.dataset.drop || null;
+}"""
+
+
+def test_files_dragged_over_the_page_are_highlighted_and_held_until_ready(browser: object,
+                                                                          fake_vendored_site: tuple[Path, str]) -> None:
+    with serve(fake_vendored_site[0]) as url, Visit(browser, url) as visit:
+        visit.open()  # the fake NumPy: the app never becomes ready
+        assert visit.page.evaluate(DRAG_JS, "dragenter") == "over"
+        visit.screenshot("ci-drop-highlight")
+        assert visit.page.evaluate(DRAG_JS, "dragover") == "over"
+        assert visit.page.evaluate(DRAG_JS, "drop") is None
+        deadline = time.monotonic() + 10
+        while not [c for c in visit.console if "2 dropped file(s) held until the app has started" in c]:
+            assert time.monotonic() < deadline, visit.console
+            visit.page.wait_for_timeout(100)  # Playwright delivers console events while it waits
+
+
+def test_no_drop_highlight_for_a_drag_without_files(browser: object, fake_vendored_site: tuple[Path, str]) -> None:
+    with serve(fake_vendored_site[0]) as url, Visit(browser, url) as visit:
+        visit.open()
+        shown = visit.page.evaluate("""() => {
+          const dt = new DataTransfer();
+          dt.setData("text/plain", "some words");
+          document.body.dispatchEvent(new DragEvent("dragenter", { dataTransfer: dt, bubbles: true }));
+          return document.body.dataset.drop || null;
+        }""")
+        assert shown is None
+
