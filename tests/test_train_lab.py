@@ -3,14 +3,53 @@ checkpoints to scrub, stops a diverging run, and writes a model file the command
 
 from __future__ import annotations
 
-import numpy as np
+import io
 
-from slm import Model
+import numpy as np
+import pytest
+
+from slm import Model, roles
 from slm.train.__main__ import main
 from slm.train.lab import Lab
 from slm.train.tasks import PRESETS, RepeatTask, make_task
 
 SMALL = {"layers": 1, "heads": 2, "d_model": 16, "ctx": 12, "steps": 30, "batch": 8}
+
+
+@pytest.fixture(scope="module")
+def repeat_run() -> Lab:
+    """The repeat task's default preset, trained to the end (about 3 s)."""
+    return Lab("repeat").run()
+
+
+def test_the_repeat_preset_learns_to_copy_and_grows_an_induction_head(repeat_run):
+    run = repeat_run
+    assert run.state == "done" and run.step_count == PRESETS["repeat"].steps
+    h = run.history()
+    assert h["measure"][0] < 0.2 and h["measure"][-1] >= 0.9
+    assert run.first_step_reaching(0.9) is not None
+    # saved and reloaded, the model copies fresh sequences and slm.roles finds an induction head in layer 1
+    buffer = io.BytesIO()
+    run.model().save(buffer)
+    model = Model.load(buffer.getvalue())
+    assert model.tokenizer.vocab == run.task.tokenizer.vocab
+    assert model.meta["source"] == "trained" and model.meta["task"]["name"] == "repeat"
+    curve = model.meta["curve"]
+    assert len(curve["step"]) == len(curve["train_loss"]) == len(curve["val_loss"]) == len(curve["measure"])
+    assert curve["measure_name"] == "accuracy on the repeated half"
+    task = RepeatTask(PRESETS["repeat"])
+    assert task.copying_accuracy(model) >= 0.9
+    n = PRESETS["repeat"].ctx // 2  # R of the trained length (docs/induction.md: other lengths are not copied)
+    probes = [roles.repeated_tokens(range(len(task.tokenizer.vocab)), n, np.random.default_rng(i))
+              for i in range(8)]
+    scores = roles.mean_scores([roles.score_targets(model.forward(p), roles.induction_targets(p.tolist()))
+                                for p in probes])
+    layer, head = roles.strongest(scores)
+    assert layer == 1 and scores.scores[layer, head] > 0.5
+    # the lab's own per-step role scores tell the same story: induction rises from near zero
+    induction = h["roles"]["induction"]
+    assert induction.shape == (len(h["eval_step"]), 2, 4)
+    assert induction[0].max() < 0.3 and induction[-1].max() > 0.5
 
 
 def test_same_settings_same_curve_and_chunks_do_not_matter():
@@ -80,6 +119,16 @@ def test_a_diverging_run_stops_at_the_last_good_checkpoint():
     assert np.isfinite(run.history()["train_loss"]).all()
     assert "diverged" in run.status()
     assert run.step(5) == 0
+
+
+def test_sample_continues_the_prompt(repeat_run):
+    text = repeat_run.sample(max_new_tokens=11, temperature=0.01)
+    words = text.split()
+    assert len(words) == len(repeat_run.task.sample_prompt) + 11
+    assert words[13:24] == words[1:12]  # R + R[0] is the prompt: the trained model finishes the repeat
+    assert repeat_run.sample(prompt="cat dog", max_new_tokens=3).startswith("cat dog")
+    with pytest.raises(ValueError, match="no token the model knows"):
+        repeat_run.sample(prompt="!!!")
 
 
 def test_text_run_and_cli_write_the_same_kind_of_file(tmp_path):

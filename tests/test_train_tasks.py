@@ -29,9 +29,13 @@ def test_repeat_batches_hold_a_run_of_distinct_words_repeated():
         n = (s.ctx - np.flatnonzero(rows)[0])  # the second copy starts at the first masked row
         lengths.add(int(n))
         assert np.array_equal(row[s.ctx - 2 * n: s.ctx - n], row[s.ctx - n:])
-        assert len(set(row[: s.ctx - n])) == s.ctx - n  # the words before the second copy are distinct
+        assert len(set(row[: n])) == n  # R's words are distinct
         assert rows.sum() == n - 1 and not rows[-1]
-    assert min(lengths) >= s.ctx // 4 and max(lengths) <= s.ctx // 2 and len(lengths) > 3  # n varies
+    assert lengths == {s.ctx // 2}
+    task.shortest = 6  # R's length drawn anew for every sequence
+    varied, _ = task._sequences(np.random.default_rng(0), 50)
+    periods = [next(p for p in range(6, 13) if np.array_equal(row[p:], row[:-p])) for row in varied]
+    assert len(set(periods)) > 3
     assert seqs.max() < len(REPEAT_WORDS) and task.n_vocab == len(REPEAT_WORDS)
     batch = task.batch(np.random.default_rng(0))
     assert batch.shape == (s.batch, s.ctx)
