@@ -1,11 +1,17 @@
-"""The model this project trained and ships (see weights/MODEL_CARD.md)."""
+"""The model this project trained and ships (see weights/MODEL_CARD.md), and `load`: any model file by one call."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import io
+import os
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath
+from typing import Any
 
 import numpy as np
 
+from . import hf
 from .model import Model
 from .tokenizer import WordTokenizer
 
@@ -33,9 +39,72 @@ def tokenizer_for(model: Model) -> WordTokenizer:
     return WordTokenizer(model.meta["vocab"])
 
 
-def load(name: str = "shipped", dtype: type | None = np.float64) -> Model:
-    """A model by name, for notebooks: "shipped" is the model this project trained (as load_pretrained(), float64
-    by default)."""
-    if name == "shipped":
-        return load_pretrained(dtype)
-    raise ValueError(f"unknown model {name!r}: slm.load knows 'shipped'")
+def load(source: Any = "shipped", dtype: Any = "auto", name: str | None = None) -> Model:
+    """A model with its tokenizer, from any of:
+
+    - "shipped": the model this project trained (as load_pretrained(): float64 unless `dtype` says otherwise);
+    - an slm `.npz` (Model.save's format, docs/slm.md): its path or bytes, or a mapping holding one .npz file;
+      its arrays keep their dtype;
+    - a Hugging Face GPT2LMHeadModel or LlamaForCausalLM checkpoint (slm.hf): a folder, a .zip (path or bytes),
+      or a mapping {file name: bytes}; computed in float32.
+
+    `dtype` casts the weights when given (None keeps the stored dtype). meta["name"] is what a model selector
+    shows (`name` overrides it), meta["source"] where the model came from. ValueError names the file and the reason
+    for anything that is not such a model (a NaN weight included)."""
+    if isinstance(source, str) and source == "shipped":
+        model = load_pretrained(np.float64 if dtype == "auto" else dtype)
+        model.meta.setdefault("name", "shipped")
+        model.meta.setdefault("source", "trained by this project (py/slm/weights/MODEL_CARD.md)")
+    else:
+        model = _load_file(source)
+        for key, value in model.params.items():
+            if not np.isfinite(value).all():
+                raise ValueError(f"the weight {key} holds NaN or infinite values")
+        if dtype not in ("auto", None) and model.dtype != np.dtype(dtype):
+            model = Model(model.cfg, {k: v.astype(dtype) for k, v in model.params.items()}, model.meta,
+                          model.tokenizer)
+    if name:
+        model.meta["name"] = name
+    return model
+
+
+def _is_npz(data: bytes | str | os.PathLike) -> bool:
+    """An slm model file: a zip whose members include __config__.npy (a checkpoint zip has config.json)."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data) if isinstance(data, bytes | bytearray | memoryview) else data) as z:
+            return "__config__.npy" in z.namelist()
+    except (zipfile.BadZipFile, OSError):
+        return False
+
+
+def _from_npz(data: Any, label: str) -> Model:
+    model = Model.load(data)
+    model.meta.setdefault("name", label)
+    model.meta.setdefault("source", "slm model file (.npz)")
+    return model
+
+
+def _load_file(source: Any) -> Model:
+    if isinstance(source, Mapping):
+        if len(source) == 1:
+            (key, data), = source.items()
+            stem = PurePosixPath(str(key).replace("\\", "/")).stem
+            if str(key).lower().endswith(".npz") or _is_npz(data):
+                return _from_npz(bytes(data), stem)
+            if str(key).lower().endswith(".zip"):
+                return hf.load_checkpoint(bytes(data), name=stem)
+        return hf.load_checkpoint(source)
+    if isinstance(source, bytes | bytearray | memoryview):
+        return _from_npz(bytes(source), "model") if _is_npz(bytes(source)) else hf.load_checkpoint(bytes(source))
+    if isinstance(source, str | os.PathLike):
+        path = Path(source)
+        if path.is_file() and path.suffix.lower() in (".pt", ".pth", ".bin", ".ckpt"):
+            raise ValueError(f"{path.name}: a PyTorch pickle is not read; a nanoGPT checkpoint converts with "
+                             f"python -m slm.convert {path.name} model.npz")
+        if path.is_file() and (path.suffix.lower() == ".npz" or _is_npz(path)):
+            return _from_npz(path, path.stem)
+        if not path.exists():
+            raise FileNotFoundError(f"no such file or folder: {path}")
+        return hf.load_checkpoint(path)
+    raise ValueError(f"slm.load reads 'shipped', a path, bytes or a mapping of file names to bytes, not "
+                     f"{type(source).__name__}")

@@ -1,0 +1,413 @@
+"""Hugging Face checkpoints as slm Models: `GPT2LMHeadModel` and `LlamaForCausalLM` from `config.json`, safetensors
+weights (one file or shards with their index) and `tokenizer.json` (or GPT-2's `vocab.json` + `merges.txt`).
+
+The files come from a folder, a zip (its path or bytes) or a mapping {file name: bytes} (what a web page hands
+over); file names are matched by their last path part, so a zipped or dropped folder works too. Weights are read
+as float32 whatever they are stored in. A config that asks for something slm does not compute (another
+architecture, ALiBi, sliding-window attention, a rope scaling kind slm lacks, ...) is a ValueError naming the
+field, so a checkpoint never loads silently wrong.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import numpy as np
+
+from . import bpe
+from .config import ACTIVATIONS, Config
+from .model import Model
+from .params import count_params
+from .safetensors_reader import SafetensorsFile
+
+MAX_PARAMS = 50_000_000  # ~200 MB in float32: what a browser tab can hold with room to compute
+DTYPE_NAMES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}
+
+
+class CheckpointFiles:
+    """A checkpoint's files by base name, from a folder, a zip (path or bytes) or a mapping {name: bytes}."""
+
+    def __init__(self, source: Any, label: str | None = None) -> None:
+        self._zip: zipfile.ZipFile | None = None
+        self._folder: Path | None = None
+        self._mapping: Mapping[str, bytes] | None = None
+        if isinstance(source, Mapping):
+            self._mapping = source
+            full = list(source)
+            self.label = label or _common_folder(full) or "model"
+        elif isinstance(source, bytes | bytearray | memoryview):
+            self._zip = _open_zip(io.BytesIO(source), label or "the zip")
+            full = [i.filename for i in self._zip.infolist() if not i.is_dir()]
+            self.label = label or _common_folder(full) or "model"
+        elif isinstance(source, str | os.PathLike) and Path(source).is_dir():
+            self._folder = Path(source)
+            full = [p.name for p in self._folder.iterdir() if p.is_file()]
+            self.label = label or self._folder.resolve().name
+        elif isinstance(source, str | os.PathLike) and Path(source).is_file():
+            self._zip = _open_zip(source, Path(source).name)
+            full = [i.filename for i in self._zip.infolist() if not i.is_dir()]
+            self.label = label or Path(source).stem
+        else:
+            raise ValueError(f"no checkpoint at {source!r}: slm.load reads a folder, a .zip, a .npz, or a mapping of "
+                             "file names to bytes")
+        self.names: dict[str, str] = {}
+        for name in full:
+            base = PurePosixPath(name.replace("\\", "/")).name
+            if base.startswith(".") or "__MACOSX" in name:
+                continue  # a zip made on a Mac carries resource forks beside the files
+            if base in self.names:
+                raise ValueError(f"two files named {base} ({self.names[base]} and {name}): give one checkpoint at a "
+                                 "time")
+            self.names[base] = name
+
+    def __contains__(self, base: str) -> bool:
+        return base in self.names
+
+    def read(self, base: str) -> bytes:
+        name = self.names[base]
+        if self._mapping is not None:
+            return bytes(self._mapping[name])
+        if self._zip is not None:
+            return self._zip.read(name)
+        return (self._folder / name).read_bytes()
+
+    def text(self, base: str) -> str:
+        try:
+            return self.read(base).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{base} is not UTF-8 text ({exc})") from None
+
+    def json(self, base: str) -> Any:
+        try:
+            return json.loads(self.text(base))
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{base} is not valid JSON ({exc})") from None
+
+    def safetensors(self, base: str) -> SafetensorsFile:
+        """The file opened lazily: a folder's or a zip's file is read tensor by tensor, never whole."""
+        name = self.names[base]
+        if self._mapping is not None:
+            return SafetensorsFile(self._mapping[name], base)
+        if self._zip is not None:
+            return SafetensorsFile(self._zip.open(name), base)
+        return SafetensorsFile(self._folder / name, base)
+
+
+def _open_zip(source: Any, label: str) -> zipfile.ZipFile:
+    try:
+        return zipfile.ZipFile(source)
+    except zipfile.BadZipFile as exc:
+        raise ValueError(f"{label}: not a zip file ({exc})") from None
+
+
+def _common_folder(names: list[str]) -> str | None:
+    parents = {PurePosixPath(n.replace("\\", "/")).parts[0] for n in names if "/" in n.replace("\\", "/")}
+    return parents.pop() if len(parents) == 1 and all("/" in n.replace("\\", "/") for n in names) else None
+
+
+# ---- config.json -> Config ----
+
+ARCHITECTURES = {"gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM"}
+
+
+def _field(config: dict[str, Any], key: str, allowed: Any, why: str) -> None:
+    """A config field that must hold one of `allowed` values (absent counts as allowed)."""
+    if key in config and config[key] not in (allowed if isinstance(allowed, tuple) else (allowed,)):
+        raise ValueError(f"config.json: {key}={config[key]!r} is not supported ({why})")
+
+
+def _int(config: dict[str, Any], key: str, default: Any = None) -> int:
+    value = config.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"config.json: {key} must be a positive integer, got {value!r}")
+    return value
+
+
+def config_from_hf(config: dict[str, Any]) -> Config:
+    """The slm Config of a GPT2LMHeadModel or LlamaForCausalLM config.json."""
+    if not isinstance(config, dict):
+        raise ValueError("config.json: not a JSON object")
+    model_type = config.get("model_type")
+    if model_type not in ARCHITECTURES:
+        raise ValueError(f"config.json: model_type {model_type!r} is not supported (slm loads "
+                         f"{', '.join(repr(t) for t in ARCHITECTURES)})")
+    architectures = config.get("architectures") or [ARCHITECTURES[model_type]]
+    if architectures != [ARCHITECTURES[model_type]]:
+        raise ValueError(f"config.json: architectures {architectures} is not supported (slm loads "
+                         f"{ARCHITECTURES[model_type]} for model_type {model_type!r})")
+    for key in ("alibi", "use_alibi", "position_embedding_type"):
+        _field(config, key, (False, None, "absolute", "rope"), "slm has no ALiBi or relative positions")
+    for key in ("sliding_window", "use_sliding_window", "attention_chunk_size"):
+        _field(config, key, (None, False), "slm attends to every earlier position")
+    _field(config, "is_encoder_decoder", False, "slm is a decoder only")
+    _field(config, "add_cross_attention", False, "slm has no cross-attention")
+    try:
+        return _gpt2_config(config) if model_type == "gpt2" else _llama_config(config)
+    except ValueError as exc:
+        if str(exc).startswith("config.json"):
+            raise
+        raise ValueError(f"config.json: {exc}") from None
+
+
+def _gpt2_config(config: dict[str, Any]) -> Config:
+    activations = {"gelu_new": "gelu", "gelu_pytorch_tanh": "gelu", "gelu_fast": None, "relu": "relu"}
+    activations.update({"gelu": "gelu_erf"} if "gelu_erf" in ACTIVATIONS else {})
+    act = config.get("activation_function", "gelu_new")
+    if activations.get(act) is None:
+        raise ValueError(f"config.json: activation_function={act!r} is not supported (slm computes "
+                         f"{', '.join(k for k, v in activations.items() if v)})")
+    _field(config, "scale_attn_weights", True, "slm divides attention scores by sqrt(head size)")
+    _field(config, "scale_attn_by_inverse_layer_idx", False, "slm scales every layer's scores alike")
+    d = _int(config, "n_embd", 768)
+    return Config(
+        n_vocab=_int(config, "vocab_size", 50257), n_ctx=_int(config, "n_positions", config.get("n_ctx", 1024)),
+        n_model=d, n_heads=_int(config, "n_head", 12), n_layers=_int(config, "n_layer", 12),
+        d_ff=_int(config, "n_inner") if config.get("n_inner") is not None else 4 * d,
+        activation=activations[act], norm="layer", norm_placement="pre", positions="learned", bias=True,
+        tied=bool(config.get("tie_word_embeddings", True)), eps=float(config.get("layer_norm_epsilon", 1e-5)),
+    )
+
+
+def _llama_config(config: dict[str, Any]) -> Config:
+    _field(config, "hidden_act", "silu", "slm's SwiGLU gates with SiLU")
+    _field(config, "mlp_bias", False, "slm's SwiGLU gate has no bias")
+    _field(config, "partial_rotary_factor", (1, 1.0), "slm rotates whole heads")
+    d, h = _int(config, "hidden_size", 4096), _int(config, "num_attention_heads", 32)
+    if "head_dim" in config and config["head_dim"] is not None and config["head_dim"] * h != d:
+        raise ValueError(f"config.json: head_dim={config['head_dim']} is not supported (slm's head size is "
+                         f"hidden_size / num_attention_heads = {d // h})")
+    rope = dict(config.get("rope_scaling") or {})
+    rope.update(config.get("rope_parameters") or {})  # transformers 5 keeps theta and scaling together here
+    kind = rope.get("rope_type", rope.get("type", "default"))
+    if kind not in ("default", "linear"):
+        raise ValueError(f"config.json: rope scaling of type {kind!r} is not supported (slm has default and "
+                         "linear RoPE)")
+    theta = rope.get("rope_theta", config.get("rope_theta", 10000.0))
+    return Config(
+        n_vocab=_int(config, "vocab_size", 32000), n_ctx=_int(config, "max_position_embeddings", 2048), n_model=d,
+        n_heads=h, n_layers=_int(config, "num_hidden_layers", 32), d_ff=_int(config, "intermediate_size", 11008),
+        n_kv_heads=_int(config, "num_key_value_heads", h), activation="swiglu", norm="rms", norm_placement="pre",
+        positions="rope", rope_base=float(theta),
+        rope_scale=float(rope.get("factor", 1.0)) if kind == "linear" else 1.0,
+        bias=bool(config.get("attention_bias", False)), tied=bool(config.get("tie_word_embeddings", False)),
+        eps=float(config.get("rms_norm_eps", 1e-6)),
+    )
+
+
+# ---- weights: HF names and layouts -> slm's ----
+
+def _gpt2_weights(cfg: Config, keys: set[str]) -> tuple[dict[str, Any], list[str]]:
+    """slm name -> (how to build it from HF tensors), and the HF names to read. Conv1D weights are (in, out)."""
+    p = "transformer." if "transformer.wte.weight" in keys else ""
+    d = cfg.n_model
+    plan: dict[str, Any] = {"tok_emb": (f"{p}wte.weight", None), "pos_emb": (f"{p}wpe.weight", None),
+                            "norm_f.weight": (f"{p}ln_f.weight", None), "norm_f.bias": (f"{p}ln_f.bias", None)}
+    for i in range(cfg.n_layers):
+        h, b = f"{p}h.{i}", f"blocks.{i}"
+        for j, x in enumerate("qkv"):
+            plan[f"{b}.attn.w_{x}"] = (f"{h}.attn.c_attn.weight", lambda w, j=j: w[:, j * d:(j + 1) * d].T)
+            plan[f"{b}.attn.b_{x}"] = (f"{h}.attn.c_attn.bias", lambda w, j=j: w[j * d:(j + 1) * d])
+        plan.update({
+            f"{b}.attn.w_o": (f"{h}.attn.c_proj.weight", np.transpose),
+            f"{b}.attn.b_o": (f"{h}.attn.c_proj.bias", None),
+            f"{b}.norm1.weight": (f"{h}.ln_1.weight", None), f"{b}.norm1.bias": (f"{h}.ln_1.bias", None),
+            f"{b}.norm2.weight": (f"{h}.ln_2.weight", None), f"{b}.norm2.bias": (f"{h}.ln_2.bias", None),
+            f"{b}.ffn.w_in": (f"{h}.mlp.c_fc.weight", None), f"{b}.ffn.b_in": (f"{h}.mlp.c_fc.bias", None),
+            f"{b}.ffn.w_out": (f"{h}.mlp.c_proj.weight", None), f"{b}.ffn.b_out": (f"{h}.mlp.c_proj.bias", None),
+        })
+    if not cfg.tied:
+        plan["unembed"] = ("lm_head.weight", np.transpose)
+    buffers = (".attn.bias", ".attn.masked_bias")  # the causal mask, saved by older transformers versions
+    ignored = [k for k in keys if k.endswith(buffers) or (cfg.tied and k == "lm_head.weight")]
+    return plan, ignored
+
+
+def _rope_rows(n_heads: int, k: int) -> np.ndarray:
+    """Row order turning HF's RoPE layout (coordinate i pairs with i + k/2) into slm's (2i pairs with 2i + 1):
+    per head, rows 0, k/2, 1, k/2 + 1, ... Queries and keys get the same order, so q·k is unchanged."""
+    half = np.arange(k // 2)
+    per_head = np.stack([half, half + k // 2], axis=1).reshape(-1)
+    return (np.arange(n_heads)[:, None] * k + per_head[None, :]).reshape(-1)
+
+
+def _llama_weights(cfg: Config, keys: set[str]) -> tuple[dict[str, Any], list[str]]:
+    """slm name -> (HF name, transform). Linear weights are (out, in); slm's feed-forward stores (in, out)."""
+    p = "model." if "model.embed_tokens.weight" in keys else ""
+    q_rows, kv_rows = _rope_rows(cfg.n_heads, cfg.head_size), _rope_rows(cfg.n_kv_heads, cfg.head_size)
+    plan: dict[str, Any] = {"tok_emb": (f"{p}embed_tokens.weight", None), "norm_f.weight": (f"{p}norm.weight", None)}
+    for i in range(cfg.n_layers):
+        h, b = f"{p}layers.{i}", f"blocks.{i}"
+        plan.update({
+            f"{b}.norm1.weight": (f"{h}.input_layernorm.weight", None),
+            f"{b}.norm2.weight": (f"{h}.post_attention_layernorm.weight", None),
+            f"{b}.attn.w_q": (f"{h}.self_attn.q_proj.weight", lambda w: w[q_rows]),
+            f"{b}.attn.w_k": (f"{h}.self_attn.k_proj.weight", lambda w: w[kv_rows]),
+            f"{b}.attn.w_v": (f"{h}.self_attn.v_proj.weight", None),
+            f"{b}.attn.w_o": (f"{h}.self_attn.o_proj.weight", None),
+            f"{b}.ffn.w_in": (f"{h}.mlp.up_proj.weight", np.transpose),
+            f"{b}.ffn.w_gate": (f"{h}.mlp.gate_proj.weight", np.transpose),
+            f"{b}.ffn.w_out": (f"{h}.mlp.down_proj.weight", np.transpose),
+        })
+        if cfg.bias:  # attention_bias: q, k, v and o; slm's feed-forward biases stay zero (mlp_bias is refused)
+            plan.update({
+                f"{b}.attn.b_q": (f"{h}.self_attn.q_proj.bias", lambda w: w[q_rows]),
+                f"{b}.attn.b_k": (f"{h}.self_attn.k_proj.bias", lambda w: w[kv_rows]),
+                f"{b}.attn.b_v": (f"{h}.self_attn.v_proj.bias", None),
+                f"{b}.attn.b_o": (f"{h}.self_attn.o_proj.bias", None),
+                f"{b}.ffn.b_in": (None, np.zeros(cfg.d_ff, np.float32)),
+                f"{b}.ffn.b_out": (None, np.zeros(cfg.n_model, np.float32)),
+            })
+    if not cfg.tied:
+        plan["unembed"] = ("lm_head.weight", np.transpose)
+    ignored = [k for k in keys if k.endswith("rotary_emb.inv_freq") or (cfg.tied and k == "lm_head.weight")]
+    return plan, ignored
+
+
+def _hf_shapes(cfg: Config, model_type: str) -> dict[str, tuple[int, ...]]:
+    """The shape each HF tensor must have under this config (checked from the headers, before any data)."""
+    d, f, V, k = cfg.n_model, cfg.d_ff, cfg.n_vocab, cfg.head_size
+    shapes: dict[str, tuple[int, ...]] = {}
+    if model_type == "gpt2":
+        for p in ("", "transformer."):
+            shapes.update({f"{p}wte.weight": (V, d), f"{p}wpe.weight": (cfg.n_ctx, d), f"{p}ln_f.weight": (d,),
+                           f"{p}ln_f.bias": (d,)})
+            for i in range(cfg.n_layers):
+                h = f"{p}h.{i}"
+                shapes.update({f"{h}.attn.c_attn.weight": (d, 3 * d), f"{h}.attn.c_attn.bias": (3 * d,),
+                               f"{h}.attn.c_proj.weight": (d, d), f"{h}.attn.c_proj.bias": (d,),
+                               f"{h}.ln_1.weight": (d,), f"{h}.ln_1.bias": (d,), f"{h}.ln_2.weight": (d,),
+                               f"{h}.ln_2.bias": (d,), f"{h}.mlp.c_fc.weight": (d, f), f"{h}.mlp.c_fc.bias": (f,),
+                               f"{h}.mlp.c_proj.weight": (f, d), f"{h}.mlp.c_proj.bias": (d,)})
+    else:
+        hq, hkv = cfg.n_heads * k, cfg.n_kv_heads * k
+        for p in ("", "model."):
+            shapes.update({f"{p}embed_tokens.weight": (V, d), f"{p}norm.weight": (d,)})
+            for i in range(cfg.n_layers):
+                h = f"{p}layers.{i}"
+                shapes.update({f"{h}.input_layernorm.weight": (d,), f"{h}.post_attention_layernorm.weight": (d,),
+                               f"{h}.self_attn.q_proj.weight": (hq, d), f"{h}.self_attn.k_proj.weight": (hkv, d),
+                               f"{h}.self_attn.v_proj.weight": (hkv, d), f"{h}.self_attn.o_proj.weight": (d, hq),
+                               f"{h}.self_attn.q_proj.bias": (hq,), f"{h}.self_attn.k_proj.bias": (hkv,),
+                               f"{h}.self_attn.v_proj.bias": (hkv,), f"{h}.self_attn.o_proj.bias": (d,),
+                               f"{h}.mlp.up_proj.weight": (f, d), f"{h}.mlp.gate_proj.weight": (f, d),
+                               f"{h}.mlp.down_proj.weight": (d, f)})
+    shapes["lm_head.weight"] = (V, d)
+    return shapes
+
+
+def _weight_files(files: CheckpointFiles) -> list[str]:
+    if "model.safetensors" in files:
+        return ["model.safetensors"]
+    if "model.safetensors.index.json" in files:
+        index = files.json("model.safetensors.index.json")
+        shards = sorted(set((index.get("weight_map") or {}).values())) if isinstance(index, dict) else []
+        missing = [s for s in shards if s not in files]
+        if not shards or missing:
+            raise ValueError(f"model.safetensors.index.json names shard(s) that are missing: {', '.join(missing)}"
+                             if missing else "model.safetensors.index.json has no weight_map")
+        return shards
+    others = [n for n in files.names if n.endswith(".safetensors")]
+    if len(others) == 1:
+        return others
+    if any(n.endswith((".bin", ".pt", ".pth", ".ckpt")) for n in files.names):
+        raise ValueError("only PyTorch pickles (.bin/.pt) were given: slm reads safetensors (save_pretrained "
+                         "writes model.safetensors; a nanoGPT ckpt.pt converts with python -m slm.convert)")
+    raise ValueError("no weights: expected model.safetensors (or model.safetensors.index.json and its shards)")
+
+
+# ---- tokenizer ----
+
+def _tokenizer(files: CheckpointFiles) -> bpe.BPETokenizer:
+    if "tokenizer.json" in files:
+        try:
+            return bpe.from_tokenizer_json(files.read("tokenizer.json"))
+        except ValueError as exc:
+            raise ValueError(f"tokenizer.json: {str(exc).removeprefix('tokenizer.json: ')}") from None
+    if "vocab.json" in files and "merges.txt" in files:
+        return bpe.from_gpt2_files(files.read("vocab.json"), files.read("merges.txt"))
+    if "tokenizer.model" in files:
+        raise ValueError("tokenizer.model (a SentencePiece model) is not read: give tokenizer.json (transformers' "
+                         "save_pretrained of the fast tokenizer writes it)")
+    raise ValueError("no tokenizer: expected tokenizer.json, or vocab.json and merges.txt")
+
+
+# ---- the whole checkpoint ----
+
+def load_checkpoint(source: Any, name: str | None = None) -> Model:
+    """A Model (float32) with its tokenizer from a Hugging Face checkpoint: a folder, a zip (path or bytes) or a
+    mapping {file name: bytes}. ValueError names the file and the reason for anything it cannot load."""
+    files = CheckpointFiles(source)
+    if "config.json" not in files:
+        raise ValueError("no config.json: a Hugging Face checkpoint has config.json, model.safetensors and "
+                         "tokenizer.json (or vocab.json and merges.txt)")
+    hf_config = files.json("config.json")
+    cfg = config_from_hf(hf_config)
+    n = count_params(cfg)
+    if n > MAX_PARAMS:
+        raise ValueError(f"config.json: the model has {n / 1e6:.1f}M parameters; slm loads up to "
+                         f"{MAX_PARAMS // 1_000_000}M (a browser tab's memory)")
+    tokenizer = _tokenizer(files)
+    if len(tokenizer.vocab) > cfg.n_vocab:
+        raise ValueError(f"the tokenizer has {len(tokenizer.vocab)} tokens but the model's vocab_size is "
+                         f"{cfg.n_vocab}: they are not from the same checkpoint")
+    params, dtypes = _read_weights(files, cfg, hf_config["model_type"])
+    architecture = ARCHITECTURES[hf_config["model_type"]]
+    meta = {"name": name or files.label,
+            "source": f"Hugging Face {architecture} ({', '.join(DTYPE_NAMES[d] for d in sorted(dtypes))} safetensors)"}
+    for key in ("bos_token_id", "eos_token_id"):
+        if hf_config.get(key) is not None:
+            meta[key] = hf_config[key]
+    return Model(cfg, params, meta, tokenizer)
+
+
+def _read_weights(files: CheckpointFiles, cfg: Config, model_type: str) -> tuple[dict[str, np.ndarray], set[str]]:
+    shards = [files.safetensors(s) for s in _weight_files(files)]
+    try:
+        where = {key: shard for shard in shards for key in shard.tensors}
+        keys = set(where)
+        plan, ignored = (_gpt2_weights if model_type == "gpt2" else _llama_weights)(cfg, keys)
+        needed = {hf for hf, _ in plan.values() if hf is not None}
+        missing = sorted(needed - keys)
+        if missing:
+            raise ValueError(f"{shards[0].name}: missing tensor(s) {', '.join(missing[:5])}"
+                             f"{' …' if len(missing) > 5 else ''} (does config.json belong to these weights?)")
+        extra = sorted(keys - needed - set(ignored))
+        if extra:
+            raise ValueError(f"{where[extra[0]].name}: unexpected tensor(s) {', '.join(extra[:5])}"
+                             f"{' …' if len(extra) > 5 else ''} for this config.json")
+        shapes = _hf_shapes(cfg, model_type)
+        for key in sorted(needed):
+            actual = where[key].tensors[key].shape
+            if actual != shapes[key]:
+                raise ValueError(f"{where[key].name}: tensor {key} has shape {list(actual)}, config.json says "
+                                 f"{list(shapes[key])}")
+        n = sum(where[key].n_values([key]) for key in needed)
+        if n > MAX_PARAMS:
+            raise ValueError(f"{shards[0].name}: {n / 1e6:.1f}M parameters; slm loads up to "
+                             f"{MAX_PARAMS // 1_000_000}M")
+        # Read each tensor once, in file order (a zip member then streams forward only), and turn it into slm's
+        # arrays at once, so that only one HF tensor is held beside the converted weights.
+        uses: dict[str, list[tuple[str, Any]]] = {}
+        params: dict[str, np.ndarray] = {}
+        for slm_name, (hf_name, how) in plan.items():
+            if hf_name is None:
+                params[slm_name] = how
+            else:
+                uses.setdefault(hf_name, []).append((slm_name, how))
+        for key in sorted(needed, key=lambda k: (where[k].name, where[k].tensors[k].begin)):
+            value = where[key].tensor(key)
+            if not np.isfinite(value).all():
+                raise ValueError(f"{where[key].name}: tensor {key} holds NaN or infinite values")
+            for slm_name, how in uses[key]:
+                params[slm_name] = np.ascontiguousarray(value if how is None else how(value))
+        dtypes = {where[key].tensors[key].dtype for key in needed}
+    finally:
+        for shard in shards:
+            shard.close()
+    return params, dtypes

@@ -1,0 +1,383 @@
+"""slm.load on Hugging Face checkpoints made here by `transformers` (GPT2LMHeadModel, LlamaForCausalLM), against the
+same models run by `transformers`: logits within 1e-4 in float32 and greedy generation token for token; the
+safetensors reader against the `safetensors` library; and every bad input named in its error."""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+import zipfile
+
+import numpy as np
+import pytest
+import safetensors.numpy
+import safetensors.torch
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+import slm
+from slm import hf
+from slm.safetensors_reader import SafetensorsFile
+from test_slm_bpe import gpt2_style, llama_style
+
+torch.set_num_threads(1)
+VOCAB = 400  # the tokenizers trained for these models have at most this many tokens
+
+
+@pytest.fixture(scope="module")
+def gpt2_tokenizer():
+    return gpt2_style(vocab_size=VOCAB)
+
+
+@pytest.fixture(scope="module")
+def llama_tokenizer():
+    return llama_style(legacy=True, vocab_size=VOCAB)
+
+
+def spread(model: torch.nn.Module, seed: int) -> torch.nn.Module:
+    """Weights far from the 0.02-std initialisation, so that logits differ clearly and greedy choices are not
+    near-ties that float rounding could flip; norm scales near 1, biases (when present) non-zero."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            noise = torch.randn(p.shape, generator=gen)
+            if "ln" in name or "norm" in name:
+                p.copy_(1.0 + 0.2 * noise if name.endswith("weight") else 0.2 * noise)
+            else:
+                p.copy_(noise * (0.5 if p.ndim == 1 else 0.6 / p.shape[-1] ** 0.25))
+    return model.eval()
+
+
+GPT2_CONFIGS = {
+    "tied": dict(n_embd=32, n_layer=2, n_head=4, n_positions=48),
+    "untied-inner-eps-relu": dict(n_embd=24, n_layer=3, n_head=2, n_positions=40, n_inner=40, layer_norm_epsilon=1e-6,
+                                  activation_function="relu", tie_word_embeddings=False),
+}
+LLAMA_CONFIGS = {
+    "mha-tied": dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                     num_key_value_heads=4, tie_word_embeddings=True),
+    "gqa-untied-theta": dict(hidden_size=48, intermediate_size=64, num_hidden_layers=2, num_attention_heads=6,
+                             num_key_value_heads=2, rope_theta=500.0, rms_norm_eps=1e-5),
+    "mqa-attention-bias": dict(hidden_size=32, intermediate_size=40, num_hidden_layers=3, num_attention_heads=4,
+                               num_key_value_heads=1, attention_bias=True, rope_theta=20000.0),
+    "linear-rope-scaling": dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=2,
+                                num_key_value_heads=2, rope_scaling={"rope_type": "linear", "factor": 2.0}),
+}
+
+
+def make_gpt2(name: str, seed: int = 0) -> GPT2LMHeadModel:
+    cfg = GPT2Config(vocab_size=VOCAB, bos_token_id=0, eos_token_id=0, **GPT2_CONFIGS[name])
+    return spread(GPT2LMHeadModel(cfg), seed)
+
+
+def make_llama(name: str, seed: int = 0) -> LlamaForCausalLM:
+    cfg = LlamaConfig(vocab_size=VOCAB, max_position_embeddings=64, bos_token_id=1, eos_token_id=2,
+                      **LLAMA_CONFIGS[name])
+    return spread(LlamaForCausalLM(cfg), seed)
+
+
+def save(model: torch.nn.Module, tokenizer, folder, dtype: torch.dtype = torch.float32, **kwargs) -> torch.nn.Module:
+    """save_pretrained in `dtype` plus tokenizer.json; returns the reference to compare with: the saved weights
+    (rounded to `dtype`) loaded back into a float32 model. (Casting the model back would not do: its RoPE frequency
+    buffer would stay rounded too.)"""
+    model.to(dtype).save_pretrained(folder, **kwargs)
+    tokenizer.save(str(folder / "tokenizer.json"))
+    if dtype == torch.float32:
+        return model
+    return type(model).from_pretrained(folder, dtype=torch.float32).eval()
+
+
+def hf_logits(model: torch.nn.Module, ids: np.ndarray) -> np.ndarray:
+    with torch.no_grad():
+        return model(torch.tensor(ids)[None]).logits[0].numpy()
+
+
+def assert_matches(model: torch.nn.Module, ours: slm.Model, tokenizer, prompt: str = "Once upon a time, Lily") -> None:
+    ids = np.array(tokenizer.encode(prompt).ids)
+    assert ids.tolist() == ours.tokenizer.encode(prompt).ids
+    rng = np.random.default_rng(0)
+    for tokens in (ids, rng.integers(0, VOCAB, ours.cfg.n_ctx)):  # also the full context, random ids
+        expected = hf_logits(model, tokens)
+        actual = ours.forward(tokens).logits
+        assert actual.dtype == np.float32
+        np.testing.assert_allclose(actual, expected, atol=1e-4, rtol=0)
+    with torch.no_grad():
+        out = model.generate(torch.tensor(ids)[None], max_new_tokens=20, do_sample=False, pad_token_id=0,
+                             eos_token_id=None)
+    expected = out[0, len(ids):].tolist()
+    ours_tokens = [step.token for step in slm.generate(ours, ids, 20, temperature=0)]
+    assert ours_tokens == expected
+    assert len(set(expected)) > 1  # a real sequence, not one token repeated
+
+
+@pytest.mark.parametrize("name", GPT2_CONFIGS)
+def test_gpt2_matches_transformers(name, tmp_path, gpt2_tokenizer):
+    model = save(make_gpt2(name), gpt2_tokenizer, tmp_path)
+    ours = slm.load(tmp_path)
+    assert ours.cfg.tied == GPT2_CONFIGS[name].get("tie_word_embeddings", True)
+    assert ours.meta["name"] == tmp_path.name and "GPT2LMHeadModel" in ours.meta["source"]
+    assert_matches(model, ours, gpt2_tokenizer)
+
+
+@pytest.mark.parametrize("name", LLAMA_CONFIGS)
+def test_llama_matches_transformers(name, tmp_path, llama_tokenizer):
+    model = save(make_llama(name), llama_tokenizer, tmp_path)
+    ours = slm.load(tmp_path)
+    spec = LLAMA_CONFIGS[name]
+    assert (ours.cfg.n_kv_heads, ours.cfg.tied, ours.cfg.bias) == (
+        spec["num_key_value_heads"], spec.get("tie_word_embeddings", False),
+        spec.get("attention_bias", False))
+    assert ours.tokenizer.encode("hi").ids[0] == 1  # BOS, as Llama's template adds it
+    assert_matches(model, ours, llama_tokenizer)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+def test_half_precision_checkpoints_compute_in_float32(kind, dtype, tmp_path, gpt2_tokenizer, llama_tokenizer):
+    tokenizer = gpt2_tokenizer if kind == "gpt2" else llama_tokenizer
+    original = make_gpt2("tied", seed=1) if kind == "gpt2" else make_llama("gqa-untied-theta", seed=1)
+    model = save(original, tokenizer, tmp_path, dtype)
+    with safetensors.safe_open(tmp_path / "model.safetensors", "pt") as f:
+        assert {f.get_tensor(k).dtype for k in f.keys()} == {dtype}  # noqa: SIM118 (safe_open has no __iter__)
+    ours = slm.load(tmp_path)
+    assert ours.dtype == np.float32 and str(dtype).split(".")[1] in ours.meta["source"]
+    assert_matches(model, ours, tokenizer)
+
+
+def test_sharded_zip_and_mapping_sources(tmp_path, llama_tokenizer):
+    folder = tmp_path / "tiny-llama"
+    model = save(make_llama("gqa-untied-theta", seed=2), llama_tokenizer, folder, max_shard_size="40KB")
+    assert (folder / "model.safetensors.index.json").exists()
+    reference = slm.load(folder)
+    files = {f"tiny-llama/{p.name}": p.read_bytes() for p in folder.iterdir()}
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+    (tmp_path / "tiny.zip").write_bytes(buffer.getvalue())
+    tokens = np.array(llama_tokenizer.encode("a big red ball").ids)
+    expected = hf_logits(model, tokens)
+    for source in (files, buffer.getvalue(), tmp_path / "tiny.zip", {"tiny.zip": buffer.getvalue()}):
+        ours = slm.load(source)
+        assert ours.meta["name"] in ("tiny-llama", "tiny")
+        np.testing.assert_allclose(ours.forward(tokens).logits, expected, atol=1e-4, rtol=0)
+        assert all(np.array_equal(ours.params[k], v) for k, v in reference.params.items())
+
+
+def test_gpt2_vocab_and_merges_instead_of_tokenizer_json(tmp_path, gpt2_tokenizer):
+    model = save(make_gpt2("tied"), gpt2_tokenizer, tmp_path)
+    (tmp_path / "tokenizer.json").unlink()
+    gpt2_tokenizer.model.save(str(tmp_path))
+    ours = slm.load(tmp_path)
+    assert_matches(model, ours, gpt2_tokenizer)
+
+
+def test_npz_round_trip_keeps_the_tokenizer_and_dtype(tmp_path, llama_tokenizer):
+    save(make_llama("mha-tied"), llama_tokenizer, tmp_path)
+    ours = slm.load(tmp_path, name="my llama")
+    assert ours.meta["name"] == "my llama"
+    buffer = io.BytesIO()
+    ours.save(buffer)
+    (tmp_path / "mine.npz").write_bytes(buffer.getvalue())
+    text = "Lily's ball 😀\n"
+    for source in (buffer.getvalue(), tmp_path / "mine.npz", {"mine.npz": buffer.getvalue()}):
+        again = slm.load(source)
+        assert again.meta["name"] == "my llama" and again.dtype == np.float32
+        assert again.tokenizer.encode(text) == ours.tokenizer.encode(text)
+        assert np.array_equal(again.forward(np.arange(10)).logits, ours.forward(np.arange(10)).logits)
+    wide = slm.Model(ours.cfg, {k: v.astype(np.float64) for k, v in ours.params.items()}, ours.meta, ours.tokenizer)
+    wide.save(tmp_path / "wide.npz")
+    assert slm.load(tmp_path / "wide.npz").dtype == np.float64  # a file keeps its dtype
+    assert slm.load(tmp_path / "wide.npz", dtype=np.float32).dtype == np.float32
+
+
+def test_shipped_still_loads():
+    model = slm.load("shipped")
+    assert model.dtype == np.float64 and model.tokenizer is not None and model.meta["name"]
+    assert slm.load("shipped", dtype=None).dtype == np.float32
+
+
+# ---- the safetensors reader against the safetensors library ----
+
+def test_safetensors_reader_matches_the_library(tmp_path):
+    rng = np.random.default_rng(0)
+    tensors = {"a": torch.tensor(rng.standard_normal((3, 5)), dtype=torch.float32),
+               "b": torch.tensor(rng.standard_normal(7) * 1000, dtype=torch.float16),
+               "c": torch.tensor(rng.standard_normal((2, 3, 4)) * 1e-3, dtype=torch.bfloat16),
+               "scalar": torch.tensor(1.5, dtype=torch.bfloat16), "empty": torch.zeros((0, 4))}
+    safetensors.torch.save_file(tensors, tmp_path / "t.safetensors", metadata={"format": "pt"})
+    data = (tmp_path / "t.safetensors").read_bytes()
+    for source in (data, tmp_path / "t.safetensors", io.BytesIO(data)):
+        with SafetensorsFile(source) as f:
+            assert f.metadata == {"format": "pt"} and sorted(f.keys()) == sorted(tensors)
+            for key, value in tensors.items():
+                ours = f.tensor(key)
+                assert ours.dtype == np.float32 and ours.shape == tuple(value.shape)
+                assert np.array_equal(ours, value.to(torch.float32).numpy())  # widening is exact
+
+
+def test_safetensors_reader_reads_only_the_header_on_opening(tmp_path):
+    safetensors.numpy.save_file({"w": np.ones((1000, 100), np.float32)}, tmp_path / "big.safetensors")
+
+    class Counting(io.BytesIO):
+        read_bytes = 0
+
+        def read(self, n=-1):
+            out = super().read(n)
+            Counting.read_bytes += len(out)
+            return out
+
+    f = SafetensorsFile(Counting((tmp_path / "big.safetensors").read_bytes()))
+    assert f.n_values() == 100_000 and Counting.read_bytes < 200
+
+
+def st_bytes(header: dict, data: bytes = b"") -> bytes:
+    head = json.dumps(header).encode()
+    return struct.pack("<Q", len(head)) + head + data
+
+
+@pytest.mark.parametrize("data, message", [
+    (b"abc", "not a safetensors file (only 3 bytes)"),
+    (struct.pack("<Q", 10 ** 6) + b"{}", "a header of 1000000 bytes in a file of 10"),
+    (st_bytes({"x": 1})[:8] + b"[" + st_bytes({"x": 1})[9:], "not valid JSON"),
+    (st_bytes({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}, b"\0" * 4), "the file is truncated"),
+    (st_bytes({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 4]}}, b"\0" * 8), "do not hold its 8 bytes"),
+    (st_bytes({"w": {"dtype": "Q9", "shape": [1], "data_offsets": [0, 1]}}, b"\0"), "unknown dtype 'Q9'"),
+    (st_bytes({"w": {"dtype": "F32"}}), "tensor w has a malformed header entry"),
+])
+def test_safetensors_reader_names_bad_files(data, message):
+    with pytest.raises(ValueError) as info:
+        SafetensorsFile(data, "m.safetensors")
+    assert message in str(info.value) and "m.safetensors" in str(info.value)
+
+
+def test_safetensors_reader_refuses_other_dtypes_naming_the_tensor():
+    f = SafetensorsFile(st_bytes({"step": {"dtype": "I64", "shape": [1], "data_offsets": [0, 8]}}, b"\0" * 8))
+    with pytest.raises(ValueError, match="tensor step has dtype I64; slm reads F32, F16 and BF16"):
+        f.tensor("step")
+
+
+# ---- bad checkpoints: each error names the file or field and the reason ----
+
+@pytest.fixture
+def tiny_gpt2(tmp_path, gpt2_tokenizer):
+    save(make_gpt2("tied"), gpt2_tokenizer, tmp_path)
+    return {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+
+
+@pytest.fixture
+def tiny_llama(tmp_path, llama_tokenizer):
+    save(make_llama("gqa-untied-theta"), llama_tokenizer, tmp_path)
+    return {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+
+
+def with_config(files: dict, **changes) -> dict:
+    config = json.loads(files["config.json"])
+    for key, value in changes.items():
+        if value is ...:
+            config.pop(key, None)
+        else:
+            config[key] = value
+    return {**files, "config.json": json.dumps(config).encode()}
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(model_type="bert"), "model_type 'bert' is not supported"),
+    (dict(architectures=["LlamaForSequenceClassification"]), "architectures ['LlamaForSequenceClassification']"),
+    (dict(sliding_window=128), "sliding_window=128 is not supported"),
+    (dict(use_alibi=True), "use_alibi=True is not supported"),
+    (dict(rope_parameters={"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e4}), "rope scaling of type 'yarn'"),
+    (dict(rope_parameters=..., rope_scaling={"type": "dynamic", "factor": 2.0}), "rope scaling of type 'dynamic'"),
+    (dict(mlp_bias=True), "mlp_bias=True is not supported"),
+    (dict(hidden_act="gelu"), "hidden_act='gelu' is not supported"),
+    (dict(head_dim=16), "head_dim=16 is not supported"),
+    (dict(num_attention_heads=0), "num_attention_heads must be a positive integer"),
+    (dict(hidden_size=4096, head_dim=..., num_attention_heads=32, intermediate_size=11008, num_hidden_layers=32),
+     # 32 x (2 x 4096² + 2 x 4096 x 256 (2 kv heads) + 3 x 4096 x 11008 + 2 x 4096) + 2 x 400 x 4096 + 4096
+     "config.json: the model has 5472.9M parameters; slm loads up to 50M"),
+    (dict(num_key_value_heads=4), "config.json: Config.n_kv_heads (4) must divide Config.n_heads (6)"),
+])
+def test_unsupported_llama_config_fields_are_named(tiny_llama, changes, message):
+    with pytest.raises(ValueError) as info:
+        slm.load(with_config(tiny_llama, **changes))
+    assert message in str(info.value)
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(activation_function="gelu_fast"), "activation_function='gelu_fast' is not supported"),
+    (dict(scale_attn_by_inverse_layer_idx=True), "scale_attn_by_inverse_layer_idx=True is not supported"),
+    (dict(add_cross_attention=True), "add_cross_attention=True is not supported"),
+    (dict(n_embd=64), "tensor transformer.h.0.attn.c_attn.bias has shape [96], config.json says [192]"),
+    (dict(n_layer=3), "missing tensor(s) transformer.h.2."),
+    (dict(n_layer=1), "unexpected tensor(s) transformer.h.1."),
+    (dict(vocab_size=100), "the tokenizer has 400 tokens but the model's vocab_size is 100"),
+])
+def test_unsupported_or_mismatched_gpt2_config_is_named(tiny_gpt2, changes, message):
+    with pytest.raises(ValueError) as info:
+        slm.load(with_config(tiny_gpt2, **changes))
+    assert message in str(info.value)
+
+
+def replace_tensor(files: dict, key: str, value: np.ndarray) -> dict:
+    tensors = safetensors.numpy.load(files["model.safetensors"])
+    tensors[key] = value
+    return {**files, "model.safetensors": safetensors.numpy.save(tensors)}
+
+
+def test_bad_weights_are_named(tiny_gpt2):
+    nan = np.ones((32,), np.float32)
+    nan[3] = np.nan
+    with pytest.raises(ValueError, match=r"model.safetensors: tensor transformer.ln_f.weight holds NaN"):
+        slm.load(replace_tensor(tiny_gpt2, "transformer.ln_f.weight", nan))
+    with pytest.raises(ValueError, match="tensor transformer.ln_f.weight has dtype I32"):
+        slm.load(replace_tensor(tiny_gpt2, "transformer.ln_f.weight", np.ones(32, np.int32)))
+    truncated = {**tiny_gpt2, "model.safetensors": tiny_gpt2["model.safetensors"][:-100]}
+    with pytest.raises(ValueError, match="model.safetensors: the file is truncated"):
+        slm.load(truncated)
+
+
+@pytest.mark.parametrize("drop, add, message", [
+    (["config.json"], {}, "no config.json"),
+    (["model.safetensors"], {}, "no weights: expected model.safetensors"),
+    (["model.safetensors"], {"pytorch_model.bin": b"x"}, "only PyTorch pickles (.bin/.pt) were given"),
+    (["tokenizer.json"], {}, "no tokenizer: expected tokenizer.json, or vocab.json and merges.txt"),
+    (["tokenizer.json"], {"tokenizer.model": b"x"}, "tokenizer.model (a SentencePiece model) is not read"),
+    ([], {"config.json": b"{nope"}, "config.json is not valid JSON"),
+    ([], {"tokenizer.json": b'{"model": {"type": "Unigram", "vocab": []}}'}, "tokenizer.json: model type 'Unigram'"),
+    ([], {"model.safetensors.index.json": b'{"weight_map": {"a": "s-1.safetensors"}}'}, None),
+    (["model.safetensors"], {"model.safetensors.index.json": b'{"weight_map": {"a": "s-1.safetensors"}}'},
+     "names shard(s) that are missing: s-1.safetensors"),
+    ([], {"sub/config.json": b"{}"}, "two files named config.json"),
+])
+def test_bad_file_sets_are_named(tiny_gpt2, drop, add, message):
+    files = {k: v for k, v in tiny_gpt2.items() if k not in drop}
+    files.update(add)
+    if message is None:  # an index beside model.safetensors is not needed: model.safetensors wins
+        slm.load(files)
+        return
+    with pytest.raises(ValueError) as info:
+        slm.load(files)
+    assert message in str(info.value)
+
+
+def test_bad_sources_are_named(tmp_path):
+    with pytest.raises(ValueError, match="not a zip file"):
+        slm.load(b"these bytes are neither an .npz nor a .zip")
+    with pytest.raises(FileNotFoundError, match="no such file or folder"):
+        slm.load(tmp_path / "missing")
+    (tmp_path / "ckpt.pt").write_bytes(b"x")
+    with pytest.raises(ValueError, match="python -m slm.convert ckpt.pt"):
+        slm.load(tmp_path / "ckpt.pt")
+    with pytest.raises(ValueError, match="not int"):
+        slm.load(3)
+    model = slm.Model.init(slm.Config(n_vocab=5, n_ctx=4, n_model=4, n_heads=2), dtype=np.float32)
+    model.params["tok_emb"][2, 1] = np.nan
+    model.save(tmp_path / "nan.npz")
+    with pytest.raises(ValueError, match="the weight tok_emb holds NaN"):
+        slm.load(tmp_path / "nan.npz")
+
+
+def test_rope_rows_by_hand():
+    # head size 4: HF pairs coordinates (0, 2) and (1, 3); slm pairs (0, 1) and (2, 3)
+    assert hf._rope_rows(2, 4).tolist() == [0, 2, 1, 3, 4, 6, 5, 7]
