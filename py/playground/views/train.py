@@ -66,17 +66,18 @@ class TrainView(View):
         self.numbers = Numbers("train")
         self.alt = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width")
         self._show_settings()
+        # The charts appear with the first run (empty axes would only look broken).
+        self.charts = pn.Column(
+            wrap_row(*self.boxes[:2], styles={"flex-wrap": "wrap", "align-items": "flex-start"}),
+            self.role_row, self.slider_row, self.attention_box, self.sample, self.alt, self.numbers.button,
+            sizing_mode="stretch_width", visible=False)
         self.panel = pn.Column(
             title("Train a transformer"),
             caption("Train a small model here, in this page, and watch its attention heads form. Choose a task, "
                     "press <b>Start</b>; the charts follow the training. Drag the step slider back to see the "
                     "heads before they formed. When you like the model, <b>Explore this model</b> opens it in "
                     "every view."),
-            self.task_note, self.controls, self.text_box, self.buttons, self.status,
-            wrap_row(*self.boxes[:2], styles={"flex-wrap": "wrap", "align-items": "flex-start"}),
-            self.role_row,
-            self.slider_row, self.attention_box, self.sample,
-            self.alt, self.numbers.button,
+            self.task_note, self.controls, self.text_box, self.buttons, self.status, self.charts,
             name="Train", sizing_mode="stretch_width",
         )
 
@@ -257,8 +258,8 @@ class TrainView(View):
             self.role_sources[role] = source
             role_boxes.append(chart_box(save_tool(fig, f"train-{role}"), 320))
         self.role_row = wrap_row(*role_boxes, styles={"flex-wrap": "wrap", "align-items": "flex-start"})
-        self.slider = pn.widgets.DiscreteSlider(label="Step shown", options=[0], value=0, width=320,
-                                                margin=(4, 10))
+        self.slider = pn.widgets.DiscreteSlider(label="Step shown", options=[0], value=0, min_width=200,
+                                                max_width=480, sizing_mode="stretch_width", margin=(4, 10))
         self.slider.param.watch(lambda _: self._draw_attention(), "value")
         self.slider_row = wrap_row(self.slider, margin=(0, 10))
         self.attention_source = ColumnDataSource(data=dict(x=[], y=[], w=[], head=[], q=[], k=[]))
@@ -277,6 +278,7 @@ class TrainView(View):
         self.sample = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width")
 
     def _clear(self) -> None:
+        self.charts.visible = False
         self.loss_source.data = dict(step=[], train=[], val=[])
         self.measure_source.data = dict(step=[], measure=[])
         for source in self.role_sources.values():
@@ -290,6 +292,7 @@ class TrainView(View):
         if run is None:
             return
         self._last_draw = time.monotonic()
+        self.charts.visible = True
         h = run.history()
         steps = h["eval_step"].tolist()
         self.loss_source.data = dict(step=steps, train=_finite(h["eval_train_loss"]), val=_finite(h["val_loss"]))
