@@ -156,3 +156,25 @@ def test_cli_reports_bad_input(tmp_path, capsys):
     assert "not text" in capsys.readouterr().err
     assert main(["--task", "repeat", "--heads", "9"]) == 2
     assert "heads per layer must be between" in capsys.readouterr().err
+
+
+def test_the_wasm_layout_gives_the_same_gradients(monkeypatch):
+    """The reordered products Pyodide uses (backward.WASM_LAYOUT) compute the same gradients within rounding,
+    for a config with biases, grouped-query attention and SwiGLU (the fused q/k/v product splits them)."""
+    import importlib
+
+    from slm import Config
+
+    backward = importlib.import_module("slm.train.backward")  # the module (slm.train.backward is the function)
+
+    cfg = Config(n_vocab=11, n_ctx=8, n_model=16, n_heads=4, n_kv_heads=2, n_layers=2, activation="swiglu",
+                 bias=True, positions="rope")
+    model = Model.init(cfg, seed=3)
+    tokens = np.random.default_rng(0).integers(0, 11, size=(3, 8))
+    monkeypatch.setattr(backward, "WASM_LAYOUT", False)
+    loss, plain, _ = backward.loss_and_grads(model, tokens)
+    monkeypatch.setattr(backward, "WASM_LAYOUT", True)
+    loss2, fast, _ = backward.loss_and_grads(model, tokens)
+    assert loss == loss2 and plain.keys() == fast.keys()
+    for name in plain:
+        np.testing.assert_allclose(fast[name], plain[name], rtol=1e-9, atol=1e-12, err_msg=name)
