@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import io
 import json
+import math
+import pickle
 import struct
+import subprocess
+import sys
 import zipfile
 
 import numpy as np
@@ -17,7 +21,7 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
 import slm
-from slm import hf
+from slm import convert, hf, layers
 from slm.safetensors_reader import SafetensorsFile
 from test_slm_bpe import gpt2_style, llama_style
 
@@ -51,6 +55,7 @@ def spread(model: torch.nn.Module, seed: int) -> torch.nn.Module:
 
 GPT2_CONFIGS = {
     "tied": dict(n_embd=32, n_layer=2, n_head=4, n_positions=48),
+    "exact-gelu": dict(n_embd=32, n_layer=2, n_head=2, n_positions=32, activation_function="gelu"),
     "untied-inner-eps-relu": dict(n_embd=24, n_layer=3, n_head=2, n_positions=40, n_inner=40, layer_norm_epsilon=1e-6,
                                   activation_function="relu", tie_word_embeddings=False),
 }
@@ -381,3 +386,112 @@ def test_bad_sources_are_named(tmp_path):
 def test_rope_rows_by_hand():
     # head size 4: HF pairs coordinates (0, 2) and (1, 3); slm pairs (0, 1) and (2, 3)
     assert hf._rope_rows(2, 4).tolist() == [0, 2, 1, 3, 4, 6, 5, 7]
+
+
+def test_gelu_erf_by_hand():
+    x = np.array([-6.0, -3.0, -1.0, -0.1, 0.0, 0.5, 1.0, 2.5, 8.0])
+    exact = np.array([v / 2 * math.erfc(-v / math.sqrt(2)) for v in x])  # x·Φ(x), Φ through the standard library
+    np.testing.assert_allclose(layers.gelu_erf(x), exact, rtol=2e-7, atol=1e-12)
+    assert layers.gelu_erf(x.astype(np.float32)).dtype == np.float32
+    assert abs(layers.gelu(np.array([1.0]))[0] - exact[6]) > 1e-4  # the tanh approximation is a different function
+
+
+# ---- nanoGPT checkpoints through python -m slm.convert ----
+
+def nanogpt_checkpoint(folder, *, bias: bool, vocab: int, compiled: bool = False, seed: int = 0):
+    """A nanoGPT-style ckpt.pt and the GPT2LMHeadModel (exact GELU) with the same weights, to compare with.
+
+    nanoGPT's names are GPT-2's, but its Linear weights are (out, in) where GPT-2's Conv1D stores (in, out); with
+    bias=False it has no biases at all (nor LayerNorm biases), so the reference's biases are zeroed."""
+    args = dict(n_layer=2, n_head=4, n_embd=32, block_size=48, bias=bias, vocab_size=vocab, dropout=0.0)
+    reference = spread(GPT2LMHeadModel(GPT2Config(vocab_size=vocab, n_positions=48, n_embd=32, n_layer=2, n_head=4,
+                                                  activation_function="gelu")), seed)
+    state = {}
+    with torch.no_grad():
+        for key, value in reference.state_dict().items():
+            if key.endswith(".attn.bias") or key == "lm_head.weight":
+                continue
+            if key.endswith(".bias") and not bias:
+                value.zero_()
+                continue
+            conv1d = key.endswith(("c_attn.weight", "c_proj.weight", "c_fc.weight"))
+            state[key] = value.T.clone() if conv1d else value.clone()
+    state["lm_head.weight"] = state["transformer.wte.weight"]  # tied, as nanoGPT's
+    if compiled:  # torch.compile's wrapper prefixes every name
+        state = {f"_orig_mod.{k}": v for k, v in state.items()}
+    torch.save({"model": state, "model_args": args, "iter_num": 250, "best_val_loss": torch.tensor(1.25),
+                "config": {"dataset": "test"}}, folder / "ckpt.pt")
+    return reference.eval()
+
+
+def test_convert_char_model_matches(tmp_path):
+    chars = sorted(set(CHAR_TEXT))
+    with open(tmp_path / "meta.pkl", "wb") as f:
+        pickle.dump({"vocab_size": len(chars), "itos": dict(enumerate(chars)),
+                     "stoi": {c: i for i, c in enumerate(chars)}}, f)
+    reference = nanogpt_checkpoint(tmp_path, bias=True, vocab=len(chars), compiled=True)
+    argv = [str(tmp_path / "ckpt.pt"), str(tmp_path / "out.npz"), "--meta", str(tmp_path / "meta.pkl")]
+    assert convert.main(argv) == 0
+    model = slm.load(tmp_path / "out.npz")
+    assert model.meta == {"name": "ckpt", "source": "nanoGPT checkpoint ckpt.pt (iteration 250)"}
+    assert model.cfg.activation == "gelu_erf" and model.cfg.tied and model.dtype == np.float32
+    ids = np.array(model.tokenizer.encode("First Citizen:").ids)
+    assert model.tokenizer.decode(ids) == "First Citizen:"
+    np.testing.assert_allclose(model.forward(ids).logits, hf_logits(reference, ids), atol=1e-4, rtol=0)
+    with torch.no_grad():
+        out = reference.generate(torch.tensor(ids)[None], max_new_tokens=10, do_sample=False, pad_token_id=0)
+    assert [s.token for s in slm.generate(model, ids, 10, temperature=0)] == out[0, len(ids):].tolist()
+
+
+CHAR_TEXT = "First Citizen:\nBefore we proceed any further, hear me speak.\nAll: Speak, speak!"
+
+
+def test_convert_gpt2_bpe_model_without_bias_matches(tmp_path, gpt2_tokenizer):
+    gpt2_tokenizer.model.save(str(tmp_path))
+    reference = nanogpt_checkpoint(tmp_path, bias=False, vocab=VOCAB + 4)  # nanoGPT pads its vocabulary
+    # the module's entry point, as a user runs it
+    done = subprocess.run([sys.executable, "-m", "slm.convert", str(tmp_path / "ckpt.pt"), str(tmp_path / "g.npz"),
+                           "--vocab", str(tmp_path / "vocab.json"), "--merges", str(tmp_path / "merges.txt"),
+                           "--name", "tiny gpt"], capture_output=True, text=True, env={"PYTHONPATH": "py"}, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "wrote" in done.stdout and "2 layers" in done.stdout
+    model = slm.load(tmp_path / "g.npz")
+    assert model.meta["name"] == "tiny gpt" and not model.cfg.bias
+    assert_matches(reference, model, gpt2_tokenizer)
+
+
+def test_convert_errors_name_what(tmp_path, capsys):
+    chars = list("abc")
+    with open(tmp_path / "meta.pkl", "wb") as f:
+        pickle.dump({"itos": dict(enumerate(chars))}, f)
+    nanogpt_checkpoint(tmp_path, bias=True, vocab=8)
+    ckpt, out, meta = str(tmp_path / "ckpt.pt"), str(tmp_path / "o.npz"), str(tmp_path / "meta.pkl")
+    cases = [
+        ([ckpt, out], "give the tokenizer: either meta.pkl, or both vocab.json and merges.txt"),
+        ([ckpt, out, "--meta", meta, "--vocab", "v.json"], "give the tokenizer"),
+        ([str(tmp_path / "meta.pkl"), out, "--meta", meta], "meta.pkl: not a PyTorch checkpoint"),
+        ([str(tmp_path / "nope.pt"), out, "--meta", meta], "nope.pt"),
+    ]
+    for argv, message in cases:
+        assert convert.main(argv) == 1
+        assert message in capsys.readouterr().err
+    state = torch.load(ckpt, weights_only=True)
+    for change, message in [
+        (lambda c: c["model_args"].pop("n_head"), "model_args lacks n_head"),
+        (lambda c: c["model_args"].update(n_head=5), "model_args: Config.n_model (32) must be divisible"),
+        (lambda c: c["model"].pop("transformer.h.1.mlp.c_fc.weight"), "has no transformer.h.1.mlp.c_fc.weight"),
+        (lambda c: c["model"].update(extra=torch.zeros(2)), "tensors nanoGPT's model does not: extra"),
+        (lambda c: c["model"]["transformer.ln_f.weight"].fill_(float("nan")), "transformer.ln_f.weight holds NaN"),
+        (lambda c: c["model_args"].update(vocab_size=2), "the tokenizer has 3 tokens, the model's vocab_size is 2"),
+        (lambda c: c.pop("model_args"), "not a nanoGPT checkpoint (expected the keys 'model' and 'model_args')"),
+    ]:
+        broken = {**state, "model": dict(state["model"]), "model_args": dict(state["model_args"])}
+        broken["model"] = {k: v.clone() for k, v in state["model"].items()}
+        change(broken)
+        torch.save(broken, tmp_path / "bad.pt")
+        with pytest.raises(ValueError) as info:
+            convert.convert(tmp_path / "bad.pt", meta_pkl=meta)
+        assert message in str(info.value)
+    (tmp_path / "m2.pkl").write_bytes(pickle.dumps({"vocab": 3}))
+    with pytest.raises(ValueError, match="m2.pkl: not nanoGPT's meta.pkl"):
+        convert.convert(ckpt, meta_pkl=tmp_path / "m2.pkl")

@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-ACTIVATIONS = ("relu", "gelu", "swiglu")
+ACTIVATIONS = ("relu", "gelu", "swiglu", "gelu_erf")  # gelu: tanh approximation; gelu_erf: exact
 NORMS = ("layer", "rms")
 NORM_PLACEMENTS = ("pre", "post")
 POSITIONS = ("sinusoidal", "learned", "rope", "none")

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from . import bpe
-from .config import ACTIVATIONS, Config
+from .config import Config
 from .model import Model
 from .params import count_params
 from .safetensors_reader import SafetensorsFile
@@ -156,8 +156,9 @@ def config_from_hf(config: dict[str, Any]) -> Config:
 
 
 def _gpt2_config(config: dict[str, Any]) -> Config:
-    activations = {"gelu_new": "gelu", "gelu_pytorch_tanh": "gelu", "gelu_fast": None, "relu": "relu"}
-    activations.update({"gelu": "gelu_erf"} if "gelu_erf" in ACTIVATIONS else {})
+    # GPT-2's "gelu_new" is the tanh approximation (slm's "gelu"); "gelu" is the exact one (slm's "gelu_erf")
+    activations = {"gelu_new": "gelu", "gelu_pytorch_tanh": "gelu", "gelu": "gelu_erf", "gelu_fast": None,
+                   "relu": "relu"}
     act = config.get("activation_function", "gelu_new")
     if activations.get(act) is None:
         raise ValueError(f"config.json: activation_function={act!r} is not supported (slm computes "

@@ -74,7 +74,25 @@ def silu(x: np.ndarray) -> np.ndarray:
     return 0.5 * x * (1.0 + np.tanh(0.5 * x))
 
 
-ACTIVATION_FUNCTIONS = {"relu": relu, "gelu": gelu}
+SQRT_HALF = math.sqrt(0.5)
+# Chebyshev fit of erfc (Numerical Recipes' erfcc): erfc(z) = t exp(-z² + P(t)), t = 1 / (1 + z/2), z >= 0
+ERFC_COEFFS = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807, -1.13520398, 1.48851587,
+               -0.82215223, 0.17087277)
+
+
+def gelu_erf(x: np.ndarray) -> np.ndarray:
+    """GELU as defined, x·Φ(x) with Φ the normal CDF (PyTorch's nn.GELU(), so nanoGPT's; "gelu" in HF configs).
+    NumPy has no erf, so erfc is the fitted formula above: relative error below 1.2e-7, float32's rounding size."""
+    z = np.abs(x) * SQRT_HALF
+    t = 1.0 / (1.0 + 0.5 * z)
+    poly = ERFC_COEFFS[-1]
+    for c in ERFC_COEFFS[-2::-1]:
+        poly = c + t * poly
+    tail = t * np.exp(poly - z * z)  # erfc(|x|/√2) = 2·(1 - Φ(|x|))
+    return 0.5 * x * np.where(x >= 0, 2.0 - tail, tail)
+
+
+ACTIVATION_FUNCTIONS = {"relu": relu, "gelu": gelu, "gelu_erf": gelu_erf}
 
 
 class FeedForward(NamedTuple):
