@@ -95,7 +95,7 @@ class CheckpointFiles:
         if self._mapping is not None:
             return SafetensorsFile(self._mapping[name], base)
         if self._zip is not None:
-            return SafetensorsFile(self._zip.open(name), base)
+            return SafetensorsFile(self._zip.open(name), base, self._zip.getinfo(name).file_size)
         return SafetensorsFile(self._folder / name, base)
 
 

@@ -34,7 +34,7 @@ class SafetensorsFile:
     and checked on opening; a tensor's data only when `tensor(name)` asks for it, so a file on disk or in a zip
     never sits in memory whole."""
 
-    def __init__(self, source: Any, name: str = "model.safetensors") -> None:
+    def __init__(self, source: Any, name: str = "model.safetensors", size: int | None = None) -> None:
         self.name = name
         self._data: memoryview | None = None
         self._file: Any = None
@@ -43,7 +43,8 @@ class SafetensorsFile:
             size = len(self._data)
         else:
             self._file = open(source, "rb") if isinstance(source, str | os.PathLike) else source  # noqa: SIM115
-            size = self._file.seek(0, 2)
+            # a zip member knows its size: seeking to its end would inflate it all once more
+            size = self._file.seek(0, 2) if size is None else size
         head = bytes(self._read(0, min(8, size)))
         if len(head) < 8:
             raise ValueError(f"{name}: not a safetensors file (only {size} bytes)")
