@@ -10,6 +10,7 @@ from slm.train.tasks import (
     MAX_WORD_VOCAB,
     PRESETS,
     REPEAT_WORDS,
+    RepeatTask,
     Settings,
     decode_text,
     make_task,
@@ -19,23 +20,19 @@ from slm.train.tasks import (
 PROSE = "The cat sat on the mat. The dog sat on the log. A bird sang in the tree!\n" * 30
 
 
-def test_repeat_batches_hold_a_run_of_distinct_words_repeated():
+def test_repeat_batches_repeat_a_run_of_distinct_words_of_varying_length():
     task = make_task("repeat")
     s = PRESETS["repeat"]
     seqs, mask = task._sequences(np.random.default_rng(0), 50)
     assert seqs.shape == mask.shape == (50, s.ctx)
-    lengths = set()
+    periods = []
     for row, rows in zip(seqs, mask, strict=True):
-        n = (s.ctx - np.flatnonzero(rows)[0])  # the second copy starts at the first masked row
-        lengths.add(int(n))
-        assert np.array_equal(row[s.ctx - 2 * n: s.ctx - n], row[s.ctx - n:])
-        assert len(set(row[: n])) == n  # R's words are distinct
-        assert rows.sum() == n - 1 and not rows[-1]
-    assert lengths == {s.ctx // 2}
-    task.shortest = 6  # R's length drawn anew for every sequence
-    varied, _ = task._sequences(np.random.default_rng(0), 50)
-    periods = [next(p for p in range(6, 13) if np.array_equal(row[p:], row[:-p])) for row in varied]
-    assert len(set(periods)) > 3
+        n = int(np.flatnonzero(rows)[0])  # the first row whose next word repeats: R's length
+        periods.append(n)
+        assert np.array_equal(row[n:], row[:-n])  # R, R, R's start
+        assert len(set(row[:n])) == n  # R's words are distinct
+        assert rows.sum() == s.ctx - 1 - n and not rows[-1]
+    assert min(periods) >= s.ctx // 4 and max(periods) <= s.ctx // 2 and len(set(periods)) > 3
     assert seqs.max() < len(REPEAT_WORDS) and task.n_vocab == len(REPEAT_WORDS)
     batch = task.batch(np.random.default_rng(0))
     assert batch.shape == (s.batch, s.ctx)
@@ -43,6 +40,11 @@ def test_repeat_batches_hold_a_run_of_distinct_words_repeated():
     assert np.array_equal(batch, task.batch(np.random.default_rng(0)))
     assert not np.array_equal(batch, task.batch(np.random.default_rng(1)))
     assert np.array_equal(task.probe[: s.ctx // 2], task.probe[s.ctx // 2:])
+    # the first version: R always half the context
+    fixed = RepeatTask(s, fixed_length=True)
+    seqs, mask = fixed._sequences(np.random.default_rng(0), 20)
+    assert np.array_equal(seqs[:, : s.ctx // 2], seqs[:, s.ctx // 2:])
+    assert (mask.sum(axis=1) == s.ctx // 2 - 1).all()
 
 
 def test_repeat_measure_is_one_for_a_model_that_copies():

@@ -247,7 +247,7 @@ class Lab:
             earlier = [c for c in self._checkpoints if c.step <= step] or self._checkpoints[:1]
             params = {n: v.copy() for n, v in earlier[-1].params.items()}
             at = earlier[-1].step
-        return Model(self._model.cfg, params, {"step": at, "name": self.name, "source": "trained"},
+        return Model(self._model.cfg, params, {"step": at, "name": self._name(at), "source": "trained"},
                      self.task.tokenizer)
 
     def attention(self, step: int | None = None) -> np.ndarray:
@@ -268,8 +268,12 @@ class Lab:
 
     @property
     def name(self) -> str:
+        """What the model selector shows, e.g. "repeat 2x4 d32 (seed 0, step 400)"."""
+        return self._name(self.step_count)
+
+    def _name(self, step: int) -> str:
         s = self.settings
-        return f"{self.task.name} {s.layers}x{s.heads} d{s.d_model} (seed {s.seed}, step {self.step_count})"
+        return f"{self.task.name} {s.layers}x{s.heads} d{s.d_model} (seed {s.seed}, step {step})"
 
     def curve(self) -> dict[str, Any]:
         """meta["curve"]: lists of equal length, one point per evaluation (docs/slm.md)."""
