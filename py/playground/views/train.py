@@ -2,7 +2,9 @@
 
 slm.train.lab runs the training; this view drives it in chunks of ~0.1 s from an async loop (the page's one
 Python thread also answers every other control between chunks) and feeds the charts: loss, the task's measure,
-every head's role scores against the step, and the probe prompt's attention at the step the slider chooses.
+every head's role scores against the step, and the probe prompt's attention at the step the learner picks (a click
+on a chart, or the step box: a number field, which keyboards and screen readers work, unlike a drag slider's
+unlabelled handle).
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from typing import Any
 
 import numpy as np
 import panel as pn
-from bokeh.models import ColumnDataSource, HoverTool, LinearColorMapper, Range1d
+from bokeh.events import Tap
+from bokeh.models import ColumnDataSource, HoverTool, LinearColorMapper, Range1d, Span
 
 from slm.train.lab import ROLE_NAMES, Lab
 from slm.train.tasks import LIMITS, MAX_TEXT_BYTES, PRESETS, decode_text
@@ -30,6 +33,7 @@ from .common import (
     caption,
     chart_box,
     esc,
+    patches_bokeh,
     save_tool,
     small_figure,
     title,
@@ -61,6 +65,7 @@ class TrainView(View):
         self.running = False
         self.text = ""
         self._last_draw = 0.0
+        self._grid_shape: tuple | None = None
         self._build_controls()
         self._build_charts()
         self.numbers = Numbers("train")
@@ -69,14 +74,15 @@ class TrainView(View):
         # The charts appear with the first run (empty axes would only look broken).
         self.charts = pn.Column(
             wrap_row(*self.boxes[:2], styles={"flex-wrap": "wrap", "align-items": "flex-start"}),
-            self.role_row, self.slider_row, self.attention_box, self.sample, self.alt, self.numbers.button,
+            self.role_row, self.step_row, self.grid_note, self.attention_box, self.sample, self.alt,
+            self.numbers.button,
             sizing_mode="stretch_width", visible=False)
         self.panel = pn.Column(
             title("Train a transformer"),
             caption("Train a small model here, in this page, and watch its attention heads form. Choose a task, "
-                    "press <b>Start</b>; the charts follow the training. Drag the step slider back to see the "
-                    "heads before they formed. When you like the model, <b>Explore this model</b> opens it in "
-                    "every view."),
+                    "press <b>Start</b>; the charts follow the training. Click a chart at an earlier step (or type "
+                    "the step) to see the heads before they formed. When you like the model, <b>Explore this "
+                    "model</b> opens it in every view."),
             self.task_note, self.controls, self.text_box, self.buttons, self.status, self.charts,
             name="Train", sizing_mode="stretch_width",
         )
@@ -113,7 +119,7 @@ class TrainView(View):
                                               css_classes=["pg-press"])
         self.reset_button = pn.widgets.Button(label="Reset", variant="outline", color="primary", width=100,
                                               disabled=True, css_classes=["pg-press"])
-        self.explore = pn.widgets.Button(label="Explore this model", color="success", width=180, disabled=True,
+        self.explore = pn.widgets.Button(label="Explore this model", color="primary", width=180, disabled=True,
                                          css_classes=["pg-press"])
         self.download = pn.widgets.FileDownload(callback=self._npz, filename="trained.npz", disabled=True,
                                                 label="Download the model (.npz)", variant="outline",
@@ -152,6 +158,14 @@ class TrainView(View):
 
     def _schedule(self, coroutine: Any) -> None:
         self.task = asyncio.ensure_future(coroutine)
+        self.task.add_done_callback(self._report)
+
+    def _report(self, task: asyncio.Future) -> None:
+        """A failure inside a scheduled step reaches the status line (a task's exception is otherwise lost)."""
+        if not task.cancelled() and task.exception() is not None:
+            self.running = False
+            self._say(f"Training stopped: {task.exception()}")
+            self._buttons()
 
     async def start(self) -> None:
         """A new run with the current settings (the old one is dropped), then train until done or paused."""
@@ -203,7 +217,7 @@ class TrainView(View):
     async def explore_model(self) -> None:
         if self.run is None:
             return
-        step = int(self.slider.value) if self.slider.value < self.run.step_count else None
+        step = None if self.following else int(self.step_input.value)
         model = self.run.model() if step is None else self.run.model_at(step)
         if step is not None:
             model.meta.update(name=f"{self.run.name.rsplit(',', 1)[0]}, step {model.meta['step']})")
@@ -229,54 +243,88 @@ class TrainView(View):
 
     # ---- charts ----
 
+    def _set_step(self, step: int) -> None:
+        self._setting = True
+        try:
+            self.step_input.value = step
+        finally:
+            self._setting = False
+
+    def _on_step(self, event: Any) -> None:
+        if getattr(self, "_setting", False) or self.run is None:
+            return
+        self.following = event.new >= self.run.step_count
+        self._draw_attention()
+
+    def _on_tap(self, event: Any) -> None:
+        if self.run is None or event.x is None:
+            return
+        self.step_input.value = int(min(max(round(event.x), 0), self.run.step_count))
+
     def _build_charts(self) -> None:
         self.loss_source = ColumnDataSource(data=dict(step=[], train=[], val=[]))
-        loss = small_figure(title="Loss", sizing_mode="stretch_width", min_width=260, height=240,
-                            x_axis_label="step", y_axis_label="cross-entropy", name="train-loss")
+        # Ranges are set from the data as it comes (figures without data cannot fit DataRange1d and say so).
+        self.step_range = Range1d(0, 1)
+        self.loss_range = Range1d(0, 1)
+        loss = small_figure(title="Loss", sizing_mode="stretch_width", min_width=200, height=240,
+                            x_axis_label="step", y_axis_label="cross-entropy", name="train-loss",
+                            x_range=self.step_range, y_range=self.loss_range)
         loss.line("step", "train", source=self.loss_source, color=POSITIVE, line_width=2, legend_label="training")
         loss.line("step", "val", source=self.loss_source, color=NEGATIVE, line_width=2, line_dash="dashed",
                   legend_label="validation")
         loss.legend.location = "top_right"
         loss.legend.label_text_font_size = "10px"
         self.measure_source = ColumnDataSource(data=dict(step=[], measure=[]))
-        measure = small_figure(title="The task's measure", sizing_mode="stretch_width", min_width=260, height=240,
-                               x_axis_label="step", y_range=Range1d(0, 1.02), name="train-measure")
+        measure = small_figure(title="The task's measure", sizing_mode="stretch_width", min_width=200, height=240,
+                               x_axis_label="step", x_range=self.step_range, y_range=Range1d(0, 1.02),
+                               name="train-measure")
         measure.line("step", "measure", source=self.measure_source, color=POSITIVE, line_width=2)
         measure.scatter("step", "measure", source=self.measure_source, color=POSITIVE, size=4)
         self.measure_fig = measure
+        self.step_figures = [loss, measure]
         self.boxes = [chart_box(save_tool(loss, "train-loss"), 420),
                       chart_box(save_tool(measure, "train-measure"), 420)]
         self.role_sources: dict[str, ColumnDataSource] = {}
         role_boxes = []
         for role in ROLE_NAMES:
             source = ColumnDataSource(data=dict(xs=[], ys=[], head=[], color=[]))
-            fig = small_figure(title=f"{ROLE_TITLES[role]} score of every head", sizing_mode="stretch_width",
-                               min_width=260, height=220, x_axis_label="step", y_range=Range1d(0, 1.02),
-                               name=f"train-{role}")
+            fig = small_figure(title=f"{ROLE_TITLES[role]} score", sizing_mode="stretch_width",
+                               min_width=200, height=220, x_axis_label="step", x_range=self.step_range,
+                               y_range=Range1d(0, 1.02), name=f"train-{role}")
             fig.multi_line("xs", "ys", source=source, line_color="color", line_width=2)
+            self.step_figures.append(fig)
             fig.add_tools(HoverTool(tooltips=[("head", "@head")]))
             self.role_sources[role] = source
             role_boxes.append(chart_box(save_tool(fig, f"train-{role}"), 320))
         self.role_row = wrap_row(*role_boxes, styles={"flex-wrap": "wrap", "align-items": "flex-start"})
-        self.slider = pn.widgets.DiscreteSlider(label="Step shown", options=[0], value=0, min_width=200,
-                                                max_width=480, sizing_mode="stretch_width", margin=(4, 10))
-        self.slider.param.watch(lambda _: self._draw_attention(), "value")
-        self.slider_row = wrap_row(self.slider, margin=(0, 10))
+        self.step_input = pn.widgets.IntInput(label="Step shown", value=0, start=0, end=PRESETS["repeat"].steps,
+                                              width=140, margin=(4, 10), description=None)
+        self.step_input.param.watch(self._on_step, "value")
+        self.following = True  # the shown step follows the newest checkpoint until the learner picks one
+        self.step_row = wrap_row(self.step_input, caption("Click any chart above at a step to show the heads "
+                                                          "as they were then."), margin=(0, 10))
+        self.markers = []
+        for fig in self.step_figures:
+            marker = Span(location=0, dimension="height", line_color="#444444", line_dash="dotted", line_width=1)
+            fig.add_layout(marker)
+            fig.on_event(Tap, self._on_tap)
+            self.markers.append(marker)
         self.attention_source = ColumnDataSource(data=dict(x=[], y=[], w=[], head=[], q=[], k=[]))
         self.mapper = LinearColorMapper(palette=WEIGHT_PALETTE, low=0.0, high=1.0)
-        att = small_figure(title="Attention on the probe prompt, every head (rows: layers)",
-                           sizing_mode="stretch_width", min_width=260, height=300, name="train-attention",
-                           match_aspect=True)
+        att = small_figure(title="Attention",
+                           sizing_mode="stretch_width", min_width=200, height=300, name="train-attention",
+                           x_range=Range1d(-0.5, 0.5), y_range=Range1d(0.5, -0.5))
         att.rect("x", "y", 1, 1, source=self.attention_source, line_color=None,
                  fill_color={"field": "w", "transform": self.mapper})
         att.add_tools(HoverTool(tooltips=[("head", "@head"), ("query → key", "@q → @k"), ("weight", "@w{0.00}")]))
         att.axis.visible = False
         att.grid.visible = False
-        att.y_range.flipped = True
         self.attention_fig = att
         self.attention_box = chart_box(save_tool(att, "train-attention"), 900)
         self.sample = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width")
+        self.grid_note = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width")
 
+    @patches_bokeh
     def _clear(self) -> None:
         self.charts.visible = False
         self.loss_source.data = dict(step=[], train=[], val=[])
@@ -284,9 +332,11 @@ class TrainView(View):
         for source in self.role_sources.values():
             source.data = dict(xs=[], ys=[], head=[], color=[])
         self.attention_source.data = dict(x=[], y=[], w=[], head=[], q=[], k=[])
+        self._grid_shape = None
         self.sample.object = self.alt.object = ""
-        self.slider.options, self.slider.value = [0], 0
+        self.following = True
 
+    @patches_bokeh
     def _draw(self, force: bool = False) -> None:
         run = self.run
         if run is None:
@@ -298,6 +348,9 @@ class TrainView(View):
         self.loss_source.data = dict(step=steps, train=_finite(h["eval_train_loss"]), val=_finite(h["val_loss"]))
         self.measure_source.data = dict(step=steps, measure=_finite(h["measure"]))
         self.measure_fig.title.text = run.task.measure_name
+        self.step_range.end = max(run.settings.steps, 1)
+        losses = [v for v in (*h["eval_train_loss"], *h["val_loss"]) if np.isfinite(v)]
+        self.loss_range.end = 1.05 * max(losses) if losses else 1.0
         layers, heads = run.settings.layers, run.settings.heads
         for role, source in self.role_sources.items():
             scores = h["roles"][role]
@@ -306,11 +359,9 @@ class TrainView(View):
                 ys=[_finite(scores[:, i, j]) for i in range(layers) for j in range(heads)],
                 head=[f"layer {i} · head {j}" for i in range(layers) for j in range(heads)],
                 color=[HEAD_COLORS[(i * heads + j) % len(HEAD_COLORS)] for i in range(layers) for j in range(heads)])
-        checkpoints = h["checkpoints"]
-        following = self.slider.value == self.slider.options[-1]
-        self.slider.options = checkpoints
-        if following or self.slider.value not in checkpoints:
-            self.slider.value = checkpoints[-1]
+        self.step_input.end = run.settings.steps
+        if self.following:
+            self._set_step(run.step_count)
         self._draw_attention()
         text = run.status()
         self.status.object = f"<div role='status' class='pg-summary'>{esc(text)}</div>"
@@ -323,27 +374,38 @@ class TrainView(View):
             except ValueError as exc:
                 self.sample.object = f"<p class='pg-summary'>{esc(exc)}</p>"
 
+    @patches_bokeh
     def _draw_attention(self) -> None:
         run = self.run
         if run is None:
             return
-        step = int(self.slider.value)
+        earlier = [c for c in run.checkpoint_steps if c <= int(self.step_input.value)]
+        step = earlier[-1] if earlier else run.checkpoint_steps[0]  # the checkpoint the model is taken from
+        for marker in self.markers:
+            marker.location = step
         attention = run.attention(step)  # (L, H, T, T)
         layers, heads, n, _ = attention.shape
         words = run.task.probe_words()
-        q, k = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
-        xs, ys, ws, names, qs, ks = [], [], [], [], [], []
-        for i in range(layers):
-            for j in range(heads):
-                xs.append((j * (n + 2) + k).ravel())
-                ys.append((i * (n + 2) + q).ravel())
-                ws.append(attention[i, j].ravel())
-                names += [f"layer {i} · head {j}"] * (n * n)
-                qs += [words[a] for a in q.ravel()]
-                ks += [words[b] for b in k.ravel()]
-        self.attention_source.data = dict(x=np.concatenate(xs), y=np.concatenate(ys), w=np.concatenate(ws),
-                                          head=names, q=qs, k=ks)
-        self.attention_fig.title.text = f"Attention on the probe prompt at step {step}, every head (rows: layers)"
+        if self._grid_shape != (layers, heads, n, tuple(words)):
+            # The grid's layout and labels change only with the run: sent once, then only the weights move.
+            self._grid_shape = (layers, heads, n, tuple(words))
+            q, k = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+            xs = [(j * (n + 2) + k).ravel() for i in range(layers) for j in range(heads)]
+            ys = [(i * (n + 2) + q).ravel() for i in range(layers) for j in range(heads)]
+            self.attention_source.data = dict(
+                x=np.concatenate(xs), y=np.concatenate(ys), w=attention.reshape(-1),
+                head=[f"layer {i} · head {j}" for i in range(layers) for j in range(heads) for _ in range(n * n)],
+                q=[words[a] for a in q.ravel()] * (layers * heads), k=[words[b] for b in k.ravel()] * (layers * heads))
+        else:
+            self.attention_source.data["w"] = attention.reshape(-1)
+        fig = self.attention_fig
+        fig.x_range.start, fig.x_range.end = -0.5, heads * (n + 2) - 2.5
+        fig.y_range.start, fig.y_range.end = layers * (n + 2) - 2.5, -0.5  # the first query row on top
+        self.attention_fig.title.text = f"Attention at step {step}"
+        probe = esc(" ".join(words))
+        self.grid_note.object = (f"<p class='pg-summary'>Showing the heads at step {step}: the attention of every "
+                                 f"head on the probe prompt “{probe}” (one square per head, layers in rows; a "
+                                 "square's rows are query positions, its columns key positions).</p>")
 
     def _text_alternative(self, run: Lab, h: dict[str, Any]) -> None:
         steps = h["eval_step"].tolist()
