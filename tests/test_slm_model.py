@@ -296,6 +296,63 @@ def test_batch_without_lengths_equals_each_row():
         np.testing.assert_allclose(tr.logits[b], model.forward(batch[b]).logits, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("kw", SPEC_CASES, ids=[str(i) for i in range(len(SPEC_CASES))])
+def test_logit_positions_are_those_rows_of_the_full_logits(kw):
+    model = _model(**kw)
+    tokens = np.array([[3, 1, 4, 1, 5, 9, 2, 6], [2, 7, 1, 8, 2, 8, 1, 8]])
+    full = model.forward(tokens, lengths=[8, 5])
+    part = model.forward(tokens, lengths=[8, 5], logit_positions=[-1, 2, 4])
+    assert part.logits.shape == (2, 3, 19)
+    np.testing.assert_array_equal(part.logit_positions, [7, 2, 4])
+    np.testing.assert_allclose(part.logits, full.logits[:, [7, 2, 4]], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(part.probs, full.probs[:, [7, 2, 4]], rtol=0, atol=1e-12)
+    # everything before the unembedding is the full trace's, at every row
+    np.testing.assert_array_equal(part.final, full.final)
+    np.testing.assert_array_equal(part.layers[-1].attention, full.layers[-1].attention)
+    assert part.logit_row(4) == 2 and part.logit_row(-1) == 0 and full.logit_row(-1) == 7
+    with pytest.raises(KeyError, match="logit_positions"):
+        part.logit_row(3)
+    one = model.forward(tokens[0], logit_positions=5)
+    np.testing.assert_allclose(one.logits, full.logits[0, [5]], rtol=0, atol=1e-12)
+
+
+def test_logit_positions_with_a_cache_count_the_rows_run_now():
+    model = _model(positions="rope")
+    cache = slm.KVCache(model.cfg.n_layers)
+    model.forward(np.array([1, 2, 3]), cache=cache, logit_positions=-1)
+    part = model.forward(np.array([4, 5]), cache=cache, logit_positions=0)
+    full = model.forward(np.array([1, 2, 3, 4, 5]))
+    np.testing.assert_allclose(part.logits, full.logits[[3]], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("bad", [[], [8], [-9], [[1]], 1.5])
+def test_bad_logit_positions_are_value_errors(bad):
+    with pytest.raises(ValueError, match="logit_positions"):
+        _model().forward(np.arange(8), logit_positions=bad)
+
+
+def test_generation_unembeds_only_the_last_row():
+    shapes = []
+
+    class Counting(slm.Model):
+        def forward(self, *args, **kwargs):
+            trace = super().forward(*args, **kwargs)
+            shapes.append((trace.tokens.shape[-1], trace.logits.shape[-2]))
+            return trace
+
+    base = _model(positions="rope")
+    model = Counting(base.cfg, base.params)
+    prompt = [1, 2, 3, 4]
+    cached = [step.token for step in slm.generate(model, prompt, 6, temperature=0, use_cache=True)]
+    assert shapes[0] == (4, 1) and all(rows == 1 for _, rows in shapes)  # the prompt's 4 rows, 1 unembedded
+    assert shapes[1:] == [(1, 1)] * 5  # then the new token alone, and no pass after the last token
+    # and the tokens are those of full recomputation with every row's logits
+    sequence = list(prompt)
+    for _ in range(6):
+        sequence.append(int(np.argmax(base.forward(np.array(sequence)).logits[-1])))
+    assert cached == sequence[4:]
+
+
 def test_float32_model_stays_float32():
     model = slm.Model.init(slm.Config(n_vocab=9, n_ctx=6, n_model=8, n_heads=2, activation="gelu",
                                       positions="rope", bias=True), dtype=np.float32)

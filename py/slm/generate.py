@@ -82,20 +82,21 @@ def generate(
     rng = np.random.default_rng(seed)
     stop = {int(i) for i in stop_ids}
 
+    # Only the last row's logits are read: the unembedding of every prompt row (d x V each) is skipped.
     use_cache = use_cache and model.cfg.causal
     cache = KVCache(model.cfg.n_layers) if use_cache else None
-    logits = model.forward(sequence[-n_ctx:], cache=cache).logits[-1]
-    for _ in range(max_new_tokens):
+    logits = model.forward(sequence[-n_ctx:], cache=cache, logit_positions=-1).logits[-1]
+    for step in range(max_new_tokens):
         probs = softmax(logits.astype(np.float64))
         dist = sampling_distribution(logits, temperature, top_k, top_p)
         # Inverse-CDF sampling with one uniform draw per step: the same seed gives the same tokens everywhere.
         token = int(min(np.searchsorted(np.cumsum(dist), rng.random() * dist.sum(), side="right"), dist.size - 1))
         yield Step(token, float(probs[token]), probs, dist)
-        if token in stop:
-            return
+        if token in stop or step == max_new_tokens - 1:
+            return  # no forward pass for a token that will not be asked for
         sequence.append(token)
         if cache is not None and cache.length < n_ctx:
-            logits = model.forward([token], cache=cache).logits[-1]
+            logits = model.forward([token], cache=cache, logit_positions=-1).logits[-1]
         else:
             cache = KVCache(model.cfg.n_layers) if use_cache else None
-            logits = model.forward(sequence[-n_ctx:], cache=cache).logits[-1]
+            logits = model.forward(sequence[-n_ctx:], cache=cache, logit_positions=-1).logits[-1]

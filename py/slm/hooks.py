@@ -74,6 +74,9 @@ class HookPoint:
         return f"HookPoint({self.name!r})"
 
 
+_UNRESOLVED = object()  # a name whose hooks have not been looked up yet in this run
+
+
 class HookRun:
     """The hooks of one forward pass, and the cache it fills. `point(name, value)` is called at every hook point
     in order and returns the value the pass goes on with."""
@@ -83,10 +86,19 @@ class HookRun:
                  ) -> None:
         self.fwd_hooks = list(fwd_hooks)
         self.cache, self.cache_filter = cache, cache_filter
-        self._by_name: dict[str, list[HookFn]] = {}  # the hooks of each name, resolved once
+        self.idle = not self.fwd_hooks and cache is None  # nothing reads any point: the pass may skip them all
+        # Per name: (its hooks, whether the cache keeps it), or None when nothing reads it. Hooks given by name
+        # alone are all known now, and a name missing from _at then has nothing; a predicate or a cache is asked
+        # once per name, when the pass first reaches it (patching makes a run per layer: ~40 points each).
+        self._at: dict[str, tuple[list[HookFn], bool] | None] = {}
+        self._missing: object = _UNRESOLVED
+        if cache is None and all(isinstance(key, str) for key, _ in self.fwd_hooks):
+            for key, fn in self.fwd_hooks:
+                self._at.setdefault(key, ([], False))[0].append(fn)
+            self._missing = None
 
     def __bool__(self) -> bool:
-        return bool(self.fwd_hooks) or self.cache is not None
+        return not self.idle
 
     def check_names(self, known: Collection[str]) -> None:
         """A string that names no point of this model is a typo: say so rather than never calling the hook."""
@@ -94,11 +106,34 @@ class HookRun:
             if isinstance(name, str) and name not in known:
                 raise ValueError(f"no hook point named {name!r} in this model (see Model.hook_names())")
 
+    def quiet(self, prefix: str) -> bool:
+        """Whether surely nothing reads a point whose name starts with `prefix` (e.g. a whole block): only hooks
+        given by name can say so in advance."""
+        return self.idle or (self._missing is None and not any(name.startswith(prefix) for name in self._at))
+
+    def _resolve(self, name: str) -> tuple[list[HookFn], bool] | None:
+        fns = [fn for key, fn in self.fwd_hooks if (key == name if isinstance(key, str) else key(name))]
+        keep = self.cache is not None and (self.cache_filter is None or self.cache_filter(name))
+        entry = self._at[name] = (fns, keep) if fns or keep else None
+        return entry
+
+    def wants(self, name: str) -> bool:
+        """Whether a hook or the cache reads `name`: the pass need not lay out a value (e.g. swap its head axis)
+        that nothing reads."""
+        if self.idle:
+            return False
+        entry = self._at.get(name, self._missing)
+        return (self._resolve(name) if entry is _UNRESOLVED else entry) is not None
+
     def point(self, name: str, value: np.ndarray, positions: np.ndarray | None = None) -> np.ndarray:
-        fns = self._by_name.get(name)
-        if fns is None:
-            fns = self._by_name[name] = [fn for key, fn in self.fwd_hooks
-                                         if (key == name if isinstance(key, str) else key(name))]
+        if self.idle:
+            return value
+        entry = self._at.get(name, self._missing)
+        if entry is _UNRESOLVED:
+            entry = self._resolve(name)
+        if entry is None:
+            return value
+        fns, keep = entry
         for fn in fns:
             new = fn(value, HookPoint(name, positions))
             if new is not None:
@@ -106,8 +141,8 @@ class HookRun:
                 if new.shape != value.shape:
                     raise ValueError(f"the hook at {name} returned shape {new.shape}, expected {value.shape}")
                 value = new
-        if self.cache is not None and (self.cache_filter is None or self.cache_filter(name)):
-            self.cache[name] = value
+        if keep:
+            self.cache[name] = value  # type: ignore[index]
         return value
 
 

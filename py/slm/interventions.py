@@ -30,7 +30,8 @@ ABLATIONS = ("zero", "mean")
 
 def logit_diff(trace: Trace | np.ndarray, position: int, good: int, bad: int) -> np.ndarray | float:
     """logit(good) − logit(bad) at `position` of a Trace or of logits (a float for one sequence, (B,) for a batch)."""
-    logits = (trace.logits if isinstance(trace, Trace) else trace)[..., position, :]
+    # A trace may hold a few rows (logit_positions): logit_row finds the one asked for.
+    logits = trace.logits[..., trace.logit_row(position), :] if isinstance(trace, Trace) else trace[..., position, :]
     diff = logits[..., good] - logits[..., bad]
     return float(diff) if np.ndim(diff) == 0 else diff
 
@@ -67,7 +68,9 @@ def ablation_hooks(model: Model, heads: Sequence[tuple[int, int]], how: str = "z
 
     def replace(layer: int, chosen: list[int]) -> HookFn:
         def hook(result: np.ndarray, hook: Any) -> np.ndarray:
-            result = result.copy()  # the unablated value may be cached or traced: leave it as it was
+            # A copy (the unablated value may be cached or traced: leave it as it was) in the value's own memory
+            # order: hook_result is a head-swapped view, and a C-order copy would transpose it twice.
+            result = result.copy(order="K")
             for head in chosen:
                 result[..., head, :] = 0.0 if how == "zero" else means[layer, head]  # type: ignore[index]
             return result
@@ -145,7 +148,7 @@ def patch_hooks(source: Trace | None, sites: Sequence[Site], source_cache: Activ
             fwd_hooks.append((name, patch_resid))
         elif kind == "head":
             def patch_head(result, hook, rows=rows, heads=idx, layer=layer):  # result (B, pos, head, d)
-                result = result.copy()
+                result = result.copy(order="K")  # as in ablation_hooks: no transposing copy
                 written = source.layers[layer].head_out[heads]  # (n, T, d)
                 result[rows, :, heads] = written if hook.positions is None else written[:, hook.positions]
                 return result

@@ -95,6 +95,14 @@ def gelu_erf(x: np.ndarray) -> np.ndarray:
 ACTIVATION_FUNCTIONS = {"relu": relu, "gelu": gelu, "gelu_erf": gelu_erf}
 
 
+def linear(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """x @ w for x (..., n) and w (n, m), the leading axes folded into one: NumPy would run one small product per
+    batch row (a batch of single rows, as patching runs, is ~2.7x slower that way)."""
+    if x.ndim <= 2:
+        return x @ w
+    return (x.reshape(-1, x.shape[-1]) @ w).reshape(*x.shape[:-1], w.shape[-1])
+
+
 class FeedForward(NamedTuple):
     """The feed-forward network's intermediate values: pre-activation, activation (the hidden layer), output."""
 
@@ -121,14 +129,14 @@ def feed_forward(
     "hook_pre" the pre-activation (SwiGLU: the gate's), "hook_pre_linear" SwiGLU's other branch, "hook_post" act.
     """
     point = point or _no_point
-    pre = x @ w_in
+    pre = linear(x, w_in)
     if b_in is not None:
         pre = pre + b_in
     gate = None
     if activation == "swiglu":
         if w_gate is None:
             raise ValueError("feed_forward: activation 'swiglu' needs w_gate")
-        gate = point("hook_pre", x @ w_gate)
+        gate = point("hook_pre", linear(x, w_gate))
         pre = point("hook_pre_linear", pre)
         act = silu(gate) * pre
     elif activation in ACTIVATION_FUNCTIONS:
@@ -137,7 +145,7 @@ def feed_forward(
     else:
         raise ValueError(f"feed_forward: unknown activation {activation!r}")
     act = point("hook_post", act)
-    out = act @ w_out
+    out = linear(act, w_out)
     if b_out is not None:
         out = out + b_out
     return FeedForward(pre, act, out, gate)

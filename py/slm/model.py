@@ -56,10 +56,24 @@ class Trace:
     x: np.ndarray  # (T, d) rows entering block 0
     layers: list[LayerTrace]
     final: np.ndarray  # (T, d) what the unembedding reads
-    logits: np.ndarray  # (T, V)
-    probs: np.ndarray  # (T, V)
+    logits: np.ndarray  # (T, V), or (P, V) at logit_positions
+    probs: np.ndarray  # (T, V), or (P, V) at logit_positions
     positions: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))  # (T,) absolute positions
     lengths: np.ndarray | None = None  # (B,) when batched with padding
+    logit_positions: np.ndarray | None = None  # (P,) the rows (0..T-1) logits and probs hold; None = every row
+
+    def logit_row(self, position: int) -> int:
+        """The index into logits / probs of row `position` of the tokens (negative counts from the end)."""
+        n = self.final.shape[-2]
+        if not -n <= position < n:
+            raise IndexError(f"position {position} is outside the {n} rows run")
+        if self.logit_positions is None:
+            return position % n
+        hits = np.flatnonzero(self.logit_positions == position % n)
+        if not hits.size:
+            raise KeyError(f"no logits at position {position}: forward computed them at "
+                           f"{self.logit_positions.tolist()} only (logit_positions)")
+        return int(hits[0])
 
     @property
     def attention(self) -> np.ndarray:
@@ -90,6 +104,7 @@ def _legacy_hooks(hooks: Hooks) -> list[tuple[str, HookFn]]:
     return pairs
 
 
+_IDLE = HookRun()  # the hooks of a block nothing reads: stateless, so one serves every pass
 _NORM_HOOKS = {"norm1": "ln1", "norm2": "ln2", "norm_f": "ln_final"}  # slm's parameter names, TL's hook names
 
 
@@ -155,7 +170,7 @@ class Model:
 
     def forward(
         self, tokens: Any, lengths: Any = None, cache: KVCache | None = None, hooks: Hooks | None = None,
-        fwd_hooks: FwdHooks = (),
+        fwd_hooks: FwdHooks = (), logit_positions: Any = None,
     ) -> Trace:
         """Run token ids (T,) or (B, T) and record every value in a Trace. With `lengths` (B,), positions at or
         past a row's length are padding: never attended, and every valid row equals the unbatched run of that
@@ -164,15 +179,23 @@ class Model:
 
         `fwd_hooks` are (name or predicate, fn(value, hook)) pairs as in run_with_hooks; their values have no batch
         axis when the tokens have none. `hooks` is the older form: {"blocks.{i}.x" or "blocks.{i}.head_out":
-        fn(value) -> value}, the rows entering block i (T, d) and each head's write (H, T, d)."""
+        fn(value) -> value}, the rows entering block i (T, d) and each head's write (H, T, d).
+
+        `logit_positions` (a row or a list of rows of these tokens, negative counting from the end) unembeds
+        only those rows: logits and probs are then (..., P, V), in that order, and trace.logit_row(p) finds a
+        row. Everything else in the Trace is computed at every row as without it. For a large vocabulary the
+        unembedding is most of the pass (d=288, V=32000: ~10x a block's matmuls per row)."""
         ids, batched = self._check_tokens(tokens, cache)
         if lengths is not None:
             lengths = self._check_lengths(lengths, ids.shape, batched, cache)
+        if logit_positions is not None:
+            logit_positions = self._check_positions(logit_positions, ids.shape[-1], "logit_positions")
         run = self._hooks([*fwd_hooks, *_legacy_hooks(hooks or {})])
-        done = self._pass(run, ids, None, lengths, cache, None, None)
+        done = self._pass(run, ids, None, lengths, cache, None, None, logit_positions=logit_positions)
         return Trace(
             tokens=ids, tok=done.tok, pos=done.pos, x=done.x, layers=done.layers, final=done.final,
             logits=done.out, probs=layers.softmax(done.out), positions=done.positions, lengths=lengths,
+            logit_positions=logit_positions,
         )
 
     def run_with_hooks(
@@ -240,13 +263,13 @@ class Model:
         if lengths is not None:
             lengths = self._check_lengths(lengths, shape, True, None)
         if output_positions is not None:
-            output_positions = np.arange(shape[1])[np.atleast_1d(output_positions)]  # negative counts from the end
+            output_positions = self._check_positions(output_positions, shape[1], "output_positions")
         return self._pass(run, ids, resid, lengths, None, start_at_layer, stop_at_layer, output_positions).out
 
     def _pass(
         self, hooks: HookRun, ids: np.ndarray | None, resid: np.ndarray | None, lengths: np.ndarray | None,
         cache: KVCache | None, start_at_layer: int | None, stop_at_layer: int | None,
-        output_positions: np.ndarray | None = None,
+        output_positions: np.ndarray | None = None, logit_positions: np.ndarray | None = None,
     ) -> _Pass:
         cfg, at = self.cfg, hooks.point
         if cache is not None and not cfg.causal:
@@ -257,6 +280,8 @@ class Model:
         mask = layers.causal_mask(n_new, start + n_new) if cfg.causal else np.ones((n_new, start + n_new), bool)
         if lengths is not None:
             mask = mask & layers.padding_mask(lengths, n_new)[:, None, None, :]
+        elif n_new == 1 and cfg.causal:
+            mask = None  # one new token sees every cached one: no masking in each generation step
 
         tok = pos = None
         if resid is None:
@@ -271,7 +296,9 @@ class Model:
             resid = at(f"blocks.{i}.hook_resid_pre", resid)
             x0 = resid if x0 is None else x0
             rows = output_positions if i == blocks[-1] else None  # earlier blocks: every row feeds later keys
-            layer_traces.append(self._block(i, resid, positions, mask, cache, hooks, rows))
+            # A block nothing hooks runs without the per-point calls (most of a patching run's blocks).
+            block_hooks = _IDLE if hooks.quiet(f"blocks.{i}.") else hooks
+            layer_traces.append(self._block(i, resid, positions, mask, cache, block_hooks, rows))
             resid = layer_traces[-1].y
         if output_positions is not None and not blocks:
             resid = resid[..., output_positions, :]
@@ -280,10 +307,12 @@ class Model:
         if stop_at_layer is not None:
             return _Pass(tok, pos, x0, layer_traces, None, resid, positions)
         final = self.norm("norm_f", resid, hooks, output_positions) if cfg.norm_placement == "pre" else resid
-        return _Pass(tok, pos, x0, layer_traces, final, final @ self.unembedding(), positions)
+        read = final if logit_positions is None else final[..., logit_positions, :]
+        return _Pass(tok, pos, x0, layer_traces, final, layers.linear(read, self.unembedding()), positions)
 
     def _block(
-        self, i: int, x: np.ndarray, positions: np.ndarray, mask: np.ndarray, cache: KVCache | None, hooks: HookRun,
+        self, i: int, x: np.ndarray, positions: np.ndarray, mask: np.ndarray | None, cache: KVCache | None,
+        hooks: HookRun,
         rows: np.ndarray | None = None,
     ) -> LayerTrace:
         b = f"blocks.{i}"
@@ -312,15 +341,20 @@ class Model:
         )
 
     def _attention(
-        self, i: int, x: np.ndarray, positions: np.ndarray, mask: np.ndarray, cache: KVCache | None, hooks: HookRun,
+        self, i: int, x: np.ndarray, positions: np.ndarray, mask: np.ndarray | None, cache: KVCache | None,
+        hooks: HookRun,
         rows: np.ndarray | None = None,
     ) -> tuple[Any, ...]:
         cfg, p, a = self.cfg, self.params, f"blocks.{i}.attn"
 
         def heads(name: str, value: np.ndarray, rows: np.ndarray | None = rows) -> np.ndarray:
             # slm keeps heads before positions (..., H, T, k); hooks see TransformerLens's (..., T, H, k). Both are
-            # views of one array, so an in-place edit in a hook is seen by the pass.
-            return np.swapaxes(hooks.point(f"{a}.{name}", np.swapaxes(value, -3, -2), rows), -3, -2)
+            # views of one array, so an in-place edit in a hook is seen by the pass. A point nothing reads is
+            # skipped: the swaps cost more than the small model's matmuls.
+            name = f"{a}.{name}"
+            if not hooks.wants(name):
+                return value
+            return np.swapaxes(hooks.point(name, np.swapaxes(value, -3, -2), rows), -3, -2)
 
         # Keys and values at every position; queries (and all that follows) only at `rows` when given.
         x_q, q_positions = (x, positions) if rows is None else (x[..., rows, :], positions[rows])
@@ -332,8 +366,11 @@ class Model:
             k = heads("hook_rot_k", layers.rope(k, positions, cfg.rope_base, cfg.rope_scale), None)
         if cache is not None:
             k, v = cache.extend(i, k, v)
-        mask = mask if rows is None else mask[..., rows, :]
-        att = layers.attention(q, k, v, mask, lambda name, value: hooks.point(f"{a}.{name}", value, rows))
+        if rows is not None and mask is not None:
+            mask = mask[..., rows, :]
+            mask = None if mask.all() else mask  # e.g. the last row of a causal run: nothing to hide
+        att = layers.attention(q, k, v, mask, None if hooks.idle else
+                               lambda name, value: hooks.point(f"{a}.{name}", value, rows))
         z = heads("hook_z", att.out)
         # Head j's write into the residual: its k output coordinates through its own k columns of w_o.
         w_o = p[f"{a}.w_o"].reshape(cfg.n_model, cfg.n_heads, cfg.head_size).transpose(1, 2, 0)  # (H, k, d)
@@ -349,12 +386,12 @@ class Model:
         ffn = layers.feed_forward(
             x, p[f"{f}.w_in"], p[f"{f}.w_out"], self.cfg.activation,
             p.get(f"{f}.b_in"), p.get(f"{f}.b_out"), p.get(f"{f}.w_gate"),
-            lambda name, value: hooks.point(f"{m}.{name}", value, rows),
+            None if hooks.idle else lambda name, value: hooks.point(f"{m}.{name}", value, rows),
         )
         return ffn._replace(out=hooks.point(f"blocks.{i}.hook_mlp_out", ffn.out, rows))
 
     def _linear(self, x: np.ndarray, prefix: str, which: str) -> np.ndarray:
-        out = x @ self.params[f"{prefix}.w_{which}"].T
+        out = layers.linear(x, self.params[f"{prefix}.w_{which}"].T)
         bias = self.params.get(f"{prefix}.b_{which}")
         return out if bias is None else out + bias
 
@@ -413,6 +450,16 @@ class Model:
             raise ValueError(f"with start_at_layer the input is the residual stream (B, T, d={self.cfg.n_model}), "
                              f"T at most n_ctx={self.cfg.n_ctx}; got shape {resid.shape}")
         return resid
+
+    @staticmethod
+    def _check_positions(positions: Any, n: int, what: str) -> np.ndarray:
+        """Row indices (T,) from an int or a list of ints in [-n, n), negative counting from the end."""
+        wanted = np.atleast_1d(np.asarray(positions))
+        if wanted.ndim != 1 or wanted.size == 0 or wanted.dtype.kind not in "iu":
+            raise ValueError(f"{what} must be a position or a non-empty list of positions, got {positions!r}")
+        if wanted.min() < -n or wanted.max() >= n:
+            raise ValueError(f"{what}: {wanted.tolist()} is outside the {n} positions run")
+        return wanted % n
 
     @staticmethod
     def _check_lengths(lengths: Any, shape: tuple[int, ...], batched: bool, cache: KVCache | None) -> np.ndarray:
