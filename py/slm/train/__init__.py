@@ -7,6 +7,7 @@ Run `python -m slm.train --help` (with PYTHONPATH=py; docs/training.md). Nothing
     AdamW, clip_gradients, lr_at              the optimiser, global-norm clipping, warmup + cosine
     TrainConfig, train                        a whole seeded run (slm.train.loop)
     slm.train.evaluate                        the model card's held-out metrics
+    slm.train.tasks, slm.train.lab            the training lab: tasks, presets, a run stepped in chunks
 """
 
 from .backward import backward, cross_entropy, loss_and_grads, next_token_targets
