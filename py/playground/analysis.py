@@ -59,7 +59,7 @@ def attribution(model: slm.Model, trace: slm.Trace, position: int) -> Attributio
     (whose residual stream is re-normalised inside every block, so it is no longer a plain sum)."""
     if model.cfg.norm_placement != "pre":
         return None
-    target = int(np.argmax(trace.probs[position]))
+    target = int(np.argmax(trace.probs[trace.logit_row(position)]))
     contributions = slm.attribution.direct_logit_attribution(model, trace, position, target)
     return Attribution(target, list(contributions), np.array(list(contributions.values())))
 
@@ -74,11 +74,11 @@ def lens(model: slm.Model, trace: slm.Trace, position: int, vocab: Sequence[str]
                                                                                           np.ndarray]:
     """Logit lens at `position`: after each step, the token the model would predict if it stopped there."""
     stages, tokens, probs = [], [], []
-    for row in slm.attribution.logit_lens(model, trace):
-        best = int(np.argmax(row.probs[position]))
+    for row in slm.attribution.logit_lens(model, trace, position):
+        best = int(np.argmax(row.probs[0]))
         stages.append(row.stage)
         tokens.append(vocab[best])
-        probs.append(row.probs[position, best])
+        probs.append(row.probs[0, best])
     return stages, tokens, np.array(probs)
 
 
@@ -122,7 +122,7 @@ def model_map(model: slm.Model, trace: slm.Trace, position: int) -> tuple[int, l
     residual view), taken from it. Post-norm models have no such decomposition: contributions are nan, and what
     stays exact is each part's write and each head's attention."""
     result = attribution(model, trace, position)
-    target = int(np.argmax(trace.probs[position])) if result is None else result.target
+    target = int(np.argmax(trace.probs[trace.logit_row(position)])) if result is None else result.target
     contributions = {} if result is None else dict(zip(result.names, result.values.tolist(), strict=True))
     nan = float("nan")
 

@@ -40,6 +40,9 @@ DEFAULT_PROMPTS = {"shipped": "the cat chased the dogs because they were", "less
 REFERENT_EXAMPLE = "the cat chased the dogs because they were"
 PRONOUNS = ("it", "they", "he", "she")
 COPULAS = ("is", "are", "was", "were")
+# Above this vocabulary size a prompt's pass unembeds only the rows a view reads (the last and the selected one):
+# in the browser's NumPy, 32 rows x 32,000 tokens alone take ~0.45 s.
+LARGE_VOCAB = 4096
 # Seconds between streamed tokens: each token reaches the page as its own patch and is drawn in its own frame
 # (measured in the site: one new token per 60 Hz frame), Stop is heard, and the stream runs at >= 50 tokens/s.
 STEP_DELAY = 0.015
@@ -203,8 +206,22 @@ class PlaygroundState(param.Parameterized):
     def _run(self) -> None:
         """The one forward pass per change."""
         tokens = encode_prompt(self.tokenizer, self.prompt, self.model.cfg.n_ctx)
-        trace = self.model.forward(np.asarray(tokens.ids))
+        trace = self.model.forward(np.asarray(tokens.ids), logit_positions=self._logit_rows(len(tokens.ids)))
         self.param.update(tokens=tokens, trace=trace, generated=[], run_note="")
+
+    def _logit_rows(self, n: int) -> list[int] | None:
+        if self.model.cfg.n_vocab <= LARGE_VOCAB:
+            return None
+        selected = n - 1 if self.position < 0 or self.position >= n else self.position
+        return sorted({n - 1, selected})
+
+    @param.depends("position", watch=True)
+    def _ensure_logits(self) -> None:
+        """A large-vocabulary run has logits at some rows only: selecting another position runs it again."""
+        trace = self.trace
+        if (trace is not None and trace.logit_positions is not None and not self.run_note
+                and self.selected_position not in trace.logit_positions.tolist()):
+            self._run()
 
     # ---- reading the selection ----
 

@@ -93,11 +93,14 @@ class LensRow(NamedTuple):
     probs: np.ndarray  # (T, V)
 
 
-def logit_lens(model: Model, trace: Trace) -> list[LensRow]:
+def logit_lens(model: Model, trace: Trace, position: int | None = None) -> list[LensRow]:
     """What the model would predict if the residual stopped at each stage: the final norm (pre-norm models) and
-    the unembedding applied early. The last row equals the model's own prediction."""
+    the unembedding applied early. The last row equals the model's own prediction. `position`: that row only
+    (probs of shape (1, V)), which a large vocabulary needs (one unembedding per stage instead of T)."""
     rows = []
     for name, residual in residual_stages(trace):
+        if position is not None:
+            residual = residual[..., [position], :]
         final = model.norm("norm_f", residual) if model.cfg.norm_placement == "pre" else residual
         rows.append(LensRow(name, softmax(final @ model.unembedding())))
     return rows

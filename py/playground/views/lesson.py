@@ -272,7 +272,7 @@ class LessonView(View):
         if ablated is None:
             return ""
         position = state.selected_position
-        before, after = state.trace.probs[position], ablated[position]
+        before, after = state.trace.probs[state.trace.logit_row(position)], ablated[position]
         values = np.stack([before, after, after - before], axis=1)
         return table_html(f"next token after position {position} (“{esc(state.tokens.labels[position])}”)",
                           state.vocab, ["model", f"without {state.ablate}", "change"], values)

@@ -142,7 +142,7 @@ class ModelMapView(View):
         # Below the node (screen y grows downwards), or above it for every second node of a row.
         above = [n.index % 2 == 1 for n in nodes]
         offsets = [-(s / 2 + 3) if up else s / 2 + 3 for up, s in zip(above, size, strict=True)]
-        logit = trace.logits[position, target]
+        logit = trace.logits[trace.logit_row(position), target]
         self.source.data = dict(
             x=[*xs, 1.0], y=[*ys, last], size=[*size, 26.0], color=[*color, "#f2f5f9"],
             marker=["circle"] * len(nodes) + ["square"], offset=[*offsets, 16.0],
@@ -162,7 +162,7 @@ class ModelMapView(View):
             names[1.0 + 2 * i], names[2.0 + 2 * i] = f"L{i} heads", f"L{i} FFN"
         names[1.0 + 2 * n_layers], names[last] = "final norm", "unembed"
         label_axis(self.fig.yaxis[0], [names[row] for row in range(len(names))])  # rows 0..last
-        predicted, prob = state.vocab[target], trace.probs[position, target]
+        predicted, prob = state.vocab[target], trace.probs[trace.logit_row(position), target]
         self.output.data = dict(x=[1.0], y=[last], text=[f"“{predicted}” {prob:.2f}"], x_offset=[24])
         self.spine.data = dict(x=[0.0, 0.0], y=[-0.5, last])
         width = max(n.index for n in nodes) + 1

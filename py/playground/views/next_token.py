@@ -81,7 +81,7 @@ class NextTokenView(View):
         self.ablate.options = state.head_names(state.model)
         self.ablate.value = state.ablate
         position = state.selected_position
-        probs = state.trace.probs[position]
+        probs = state.trace.probs[state.trace.logit_row(position)]
         tokens, top = analysis.top_tokens(probs, state.vocab, TOP_K)
         ablated_all = state.ablated_probs()
         has_ablation = ablated_all is not None

@@ -153,9 +153,10 @@ class PatchingView(View):
             self.detail.object = "<div class='pg-caption'>Click a cell to see that patched run.</div>"
             return
         trace = self._patched_trace()
-        probs = trace.probs[-1]
+        probs = trace.probs[trace.logit_row(-1)]
         tokens, top = analysis.top_tokens(probs, state.vocab, 5)
-        metric = float(trace.logits[-1, run.good] - trace.logits[-1, run.bad])
+        last = trace.logit_row(-1)
+        metric = float(trace.logits[last, run.good] - trace.logits[last, run.bad])
         if site.kind == "resid":
             where = (f"the residual entering layer {site.layer} at position {site.index} "
                      f"(“{esc(run.target_labels[site.index])}”)")

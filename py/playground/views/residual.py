@@ -141,8 +141,9 @@ class ResidualView(View):
                                          color=[POSITIVE if v >= 0 else NEGATIVE for v in values])
             predicted = vocab[result.target]
             self.attr_fig.title.text = f"Direct contributions to the logit of “{predicted}”"
+            prob = trace.probs[trace.logit_row(position), result.target]
             self.heading.object = (f"<h3 class='pg-title'>Position {position} (“{esc(label)}”) predicts next: "
-                                   f"“{esc(predicted)}” ({trace.probs[position, result.target]:.4f})</h3>")
+                                   f"“{esc(predicted)}” ({prob:.4f})</h3>")
             order = np.argsort(-np.abs(result.values), kind="stable")
             top = ", ".join(f"{esc(result.names[i])} ({result.values[i]:+.2f})" for i in order[:3])
             self.attr_text.object = self.numbers.record("direct contributions",

@@ -1,0 +1,144 @@
+"""Own models in the playground (CPython): a GPT-2 and a Llama checkpoint made here by `transformers` and a BPE
+tokenizer trained by `tokenizers`, loaded as the page loads files, then every view, generation and patching on
+them; a large-vocabulary model whose prompt pass unembeds only the rows the views read; files that are refused."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the BPE fixtures of tests/test_slm_bpe.py
+
+import slm  # noqa: E402
+from playground import library  # noqa: E402
+from playground.app import VIEW_CLASSES, Playground  # noqa: E402
+from playground.state import LARGE_VOCAB, PlaygroundState  # noqa: E402
+from slm.tokenizer import CharTokenizer  # noqa: E402
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+
+def checkpoint_files(kind: str, tmp_path: Path) -> dict[str, bytes]:
+    from test_slm_bpe import gpt2_style, llama_style
+
+    torch.manual_seed(0)
+    if kind == "gpt2":
+        tokenizer = gpt2_style(vocab_size=300)
+        cfg = transformers.GPT2Config(vocab_size=tokenizer.get_vocab_size(), n_embd=32, n_layer=2, n_head=4,
+                                      n_positions=64, bos_token_id=0, eos_token_id=0)
+        model = transformers.GPT2LMHeadModel(cfg)
+    else:
+        tokenizer = llama_style(legacy=True, vocab_size=300)
+        cfg = transformers.LlamaConfig(vocab_size=tokenizer.get_vocab_size(), hidden_size=32, intermediate_size=48,
+                                       num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                       max_position_embeddings=64, bos_token_id=1, eos_token_id=2)
+        model = transformers.LlamaForCausalLM(cfg)
+    folder = tmp_path / kind
+    model.eval().save_pretrained(folder)
+    tokenizer.save(str(folder / "tokenizer.json"))
+    return {f"{kind}/{p.name}": p.read_bytes() for p in folder.iterdir() if p.is_file()}, model, tokenizer
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+def test_a_checkpoint_works_in_every_view(kind, tmp_path):
+    files, reference, tokenizer = checkpoint_files(kind, tmp_path)
+    model = library.load_files(files)
+    app = Playground(PlaygroundState(model_name="lesson", view="map"))
+    state = app.state
+    name = state.add_model(model, "loaded")
+    assert name == f"loaded: {kind}" and state.model is model
+    state.prompt = "Once upon a time, Lily saw a dog."
+    # the prompt's tokens are the tokenizer's own, shown readably
+    expected = tokenizer.encode(state.prompt).ids
+    assert state.tokens.ids[-len(expected):] == expected
+    assert "Ġ" not in "".join(state.tokens.labels) and "▁" not in "".join(state.tokens.labels)
+    # the trace's logits are the checkpoint's logits
+    with torch.no_grad():
+        hf = reference(torch.tensor([state.tokens.ids])).logits[0].numpy()
+    np.testing.assert_allclose(state.trace.logits, hf, atol=1e-4)
+    for view in VIEW_CLASSES:
+        state.view = view  # each view is built and drawn for this model
+    state.param.update(layer=1, head=3, position=2)
+    state.ablate = "L1.H1"
+    assert app.views["next"].source.data["token"]
+    asyncio.run(state.generate())
+    assert len(state.generated) == state.max_new_tokens or state.generated
+    text = state.continuation_text()
+    assert isinstance(text, str) and text
+    # patching with tokens typed as words: found as one token each (" dog" for "dog"), or named when they are not
+    vocab = state.tokenizer
+    ids = state.tokens.ids
+    word = vocab.vocab[ids[2]].strip() or vocab.vocab[ids[2]]
+    state.view = "patching"
+    state.param.update(patch_position=2, patch_token=word, good_token=word, bad_token="zzzzqq")
+    summary = app.views["patching"].summary.object
+    assert "second metric token “zzzzqq” is not in this model" in summary and "cats" not in summary
+
+
+def test_a_large_vocabulary_unembeds_only_the_rows_the_views_read():
+    chars = [chr(0x4E00 + i) for i in range(LARGE_VOCAB + 500)]
+    tokenizer = CharTokenizer(chars)
+    cfg = slm.Config(n_vocab=len(chars), n_ctx=32, n_model=16, n_heads=2, n_layers=2, positions="rope", norm="rms",
+                     activation="swiglu")
+    model = slm.Model(cfg, slm.init_params(cfg, seed=0, dtype=np.float32), {"name": "wide"}, tokenizer)
+    app = Playground(PlaygroundState(model_name="lesson", view="next"))
+    state = app.state
+    state.add_model(model, "loaded")
+    state.prompt = "".join(chars[:10])
+    assert state.trace.logit_positions.tolist() == [9]  # the last row: the one selected by default
+    full = model.forward(np.asarray(state.tokens.ids))
+    np.testing.assert_allclose(state.trace.probs[0], full.probs[9], atol=1e-6)
+    state.position = 3  # another row: the pass runs again with its logits
+    assert 3 in state.trace.logit_positions.tolist()
+    assert app.views["next"].source.data["token"][-1] == chars[int(np.argmax(full.probs[3]))]
+    for view in VIEW_CLASSES:
+        state.view = view
+
+
+def test_files_that_are_not_a_model_are_refused_by_name(tmp_path):
+    with pytest.raises(library.LoadError, match="notes.txt"):
+        library.load_files({"notes.txt": b"hello"})
+    with pytest.raises(library.LoadError, match="more than this page can hold"):
+        library.load_files({"huge.npz": b"\0" * (library.MAX_BYTES + 1)})
+    cfg = slm.Config(n_vocab=4, n_ctx=8, n_model=8, n_heads=2)
+    params = slm.init_params(cfg, seed=0, dtype=np.float32)
+    params["tok_emb"][0, 0] = np.nan
+    path = tmp_path / "nan.npz"
+    slm.Model(cfg, params, {}, CharTokenizer(list("abcd"))).save(path)
+    with pytest.raises(library.LoadError, match="nan.npz: the weight tok_emb holds NaN"):
+        library.load_files({"nan.npz": path.read_bytes()})
+    bare = tmp_path / "bare.npz"
+    slm.Model(cfg, slm.init_params(cfg, seed=0, dtype=np.float32)).save(bare)
+    with pytest.raises(library.LoadError, match="bare.npz: the model has no tokenizer"):
+        library.load_files({"bare.npz": bare.read_bytes()})
+
+
+def test_a_stored_model_comes_back_after_a_reload():
+    """The shelf keeps a trained model in the page's store; a new page (a new playground) restores it, and the
+    URL's model= shows it."""
+    from playground import models, storage
+
+    shop = storage.MemoryStore()
+    storage._STORE = shop
+    try:
+        cfg = slm.Config(n_vocab=5, n_ctx=8, n_model=8, n_heads=2)
+        model = slm.Model(cfg, slm.init_params(cfg, seed=1, dtype=np.float32), {"name": "kept"},
+                          CharTokenizer(list("abcde")))
+        first = Playground(PlaygroundState(model_name="lesson"))
+        name = first.state.add_model(model, "trained")
+        asyncio.run(first.shelf.keep(name, model, "done."))
+        assert "a reload keeps it" in first.shelf.status
+        models.REGISTRY.pop(name)  # a new page: the registry starts empty
+        second = Playground(PlaygroundState(model_name="lesson"))
+        second._wanted_model = name
+        asyncio.run(second.restore_models())
+        assert second.state.model_name == name
+        np.testing.assert_array_equal(second.state.model.params["tok_emb"], model.params["tok_emb"])
+    finally:
+        storage._STORE = None
+        models.REGISTRY.clear()
