@@ -172,7 +172,8 @@ class TrainView(View):
         state = self.state
         self.running = False
         await asyncio.sleep(0)
-        text = self.text_input.value if state.train_task == "text" else None
+        # value_input follows every key press; value only a change (leaving the box), which a quick Start precedes
+        text = (self.text_input.value_input or self.text_input.value) if state.train_task == "text" else None
         try:
             self.run = Lab(state.train_task, state.train_settings(), text=text)
         except ValueError as exc:
