@@ -119,9 +119,12 @@ class Playground:
         # No tooltip from the parameter's doc ("Which model to run", what the label and the options say): Panel
         # renders a description as Markdown, and markdown-it would be imported and set up for it while the first
         # page is built (~45 ms in Pyodide), before anything else on that page needs it.
-        self.model_select = pn.widgets.Select.from_param(
-            state.param.model_name, label="Model", width=150, description=None, options=self._model_options())
-        state.param.watch(lambda _: setattr(self.model_select, "options", self._model_options()), "models_changed")
+        # A plain Select kept in step by hand: one made from_param takes the parameter's objects as its options
+        # whenever they change (a model trained or loaded), losing the built-in models' labels.
+        self.model_select = pn.widgets.Select(label="Model", width=150, options=self._model_options(),
+                                              value=state.model_name)
+        self.model_select.param.watch(lambda e: setattr(state, "model_name", e.new), "value")
+        state.param.watch(self._sync_model_select, ["model_name", "models_changed"])
         self.prompt_bar = wrap_row(pn.Column(self.prompt, sizing_mode="stretch_width", min_width=240,
                                              styles={"flex": "1 1 300px"}),
                                    pn.Row(self.generate, self.stop, self.model_select, styles={"flex-wrap": "wrap"}))
@@ -148,6 +151,9 @@ class Playground:
     @staticmethod
     def _model_options() -> dict[str, str]:
         return {"trained model": "shipped", "lesson model": "lesson", **{name: name for name in REGISTRY}}
+
+    def _sync_model_select(self, *_: object) -> None:
+        self.model_select.param.update(options=self._model_options(), value=self.state.model_name)
 
     async def restore_models(self) -> None:
         """The models this browser keeps back in the selector (the URL's model= shown if it names one)."""

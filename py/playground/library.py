@@ -53,6 +53,8 @@ def load_files(files: dict[str, bytes]) -> slm.Model:
         raise
     except (ValueError, KeyError, OSError, EOFError, UnicodeDecodeError) as exc:
         raise LoadError(f"{what}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - e.g. a truncated zip (BadZipFile): any file must get a message
+        raise LoadError(f"{what}: not a model file ({type(exc).__name__}: {exc})") from None
     count = slm.count_params(model.cfg)
     if count > MAX_PARAMS:
         raise LoadError(f"{what}: {count / 1e6:.1f}M parameters is more than this page can run "
@@ -103,7 +105,7 @@ class Shelf(param.Parameterized):
         await asyncio.sleep(0)  # let the page show the status before the (seconds long) parse
         try:
             model = load_files(files)
-        except LoadError as exc:
+        except (LoadError, MemoryError) as exc:
             self.param.update(busy=False, status=f"Not loaded: {exc} The model shown before is still loaded.")
             return
         name = self.state.add_model(model, "loaded")

@@ -138,6 +138,7 @@ class PlaygroundState(param.Parameterized):
         self._stop_requested = False
         self._fallback_note = ""
         self._generated_ids: list[int] = []
+        self._train_task_before = "repeat"  # the task whose preset the train_* defaults are
         super().__init__(**params)
         self._load_model()
 
@@ -193,6 +194,15 @@ class PlaygroundState(param.Parameterized):
             self.model_name = default_model_name()
         self.param.model_name.objects = model_names()
         self.models_changed += 1
+
+    @param.depends("train_task", watch=True)
+    def _train_preset(self) -> None:
+        """Another task brings its preset, except for the settings the learner (or the link) changed."""
+        old = PRESETS[self._train_task_before]
+        new = PRESETS[self.train_task]
+        self._train_task_before = self.train_task
+        self.param.update(**{name: getattr(new, field) for name, field in TRAIN_SETTINGS.items()
+                             if getattr(self, name) == getattr(old, field)})
 
     def train_settings(self) -> dict[str, Any]:
         return {field: getattr(self, name) for name, field in TRAIN_SETTINGS.items()}

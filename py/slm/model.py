@@ -11,6 +11,7 @@ import io
 import json
 import os
 import re
+import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -491,7 +492,7 @@ class Model:
         try:
             with np.load(source, allow_pickle=False) as npz:
                 arrays = {name: npz[name] for name in npz.files}
-        except (OSError, ValueError, EOFError) as exc:
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:  # BadZipFile: a truncated file
             raise ValueError(f"not a saved slm model (.npz): {exc}") from None
         if "__config__" not in arrays:
             raise ValueError("not a saved slm model: the file has no __config__ entry")

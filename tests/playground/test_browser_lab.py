@@ -13,7 +13,9 @@ from test_browser import ARTIFACTS, axe_violations, open_app, screen_context
 import slm
 from slm.tokenizer import CharTokenizer
 
-STATUS_DONE = re.compile(r"step 400 / 400 · loss (\d+\.\d+) · accuracy on the repeated half (\d\.\d\d) · done")
+# A short run (the preset's learning is checked in CPython, tests/test_train_lab.py): the line, the charts, the step.
+STEPS = 60
+STATUS_DONE = re.compile(rf"step {STEPS} / {STEPS} · loss (\d+\.\d+) · accuracy on the repeats (\d\.\d\d) · done")
 
 
 def status_text(page) -> str:
@@ -30,11 +32,12 @@ def test_a_link_trains_the_repeat_task_and_its_model_joins_every_view(browser, a
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(f"{app_url}?view=train&task=repeat&autostart=1")  # training starts at once: not waiting for views
+    # training starts at once: not waiting for the hidden views as open_app does
+    page.goto(f"{app_url}?view=train&task=repeat&autostart=1&train_steps={STEPS}")
     status = page.locator(".pg-summary[role=status]").filter(has_text=STATUS_DONE)
     status.wait_for(timeout=300_000)  # ~10 s on an idle machine; generous for a loaded one
     loss, accuracy = STATUS_DONE.search(status.inner_text()).groups()
-    assert float(accuracy) >= 0.9, status.inner_text()  # the induction head formed: the second copy is predicted
+    assert 0 < float(loss) < 10 and 0 <= float(accuracy) <= 1, status.inner_text()
     page.wait_for_timeout(500)
     page.screenshot(path=str(ARTIFACTS / "screens" / f"{screen}-train-done.png"), full_page=True)
     # every role chart and the attention grid are drawn, with a text alternative of the numbers
@@ -48,14 +51,16 @@ def test_a_link_trains_the_repeat_task_and_its_model_joins_every_view(browser, a
     step.fill("0")
     step.press("Enter")
     expect(page.get_by_text("Showing the heads at step 0:", exact=False)).to_be_visible(timeout=10_000)
-    box = page.locator(".bk-Figure").filter(visible=True).first.bounding_box()  # the loss chart
+    chart = page.locator(".bk-Figure").filter(visible=True).first  # the loss chart
+    chart.scroll_into_view_if_needed()
+    box = chart.bounding_box()
     x, y = box["x"] + box["width"] - 30, box["y"] + box["height"] / 2
     page.touchscreen.tap(x, y) if screen == "phone" else page.mouse.click(x, y)
-    expect(page.get_by_text(re.compile(r"Showing the heads at step [1-9]\d\d:"))).to_be_visible(
+    expect(page.get_by_text(re.compile(r"Showing the heads at step [1-9]\d:"))).to_be_visible(
         timeout=10_000)
     page.get_by_role("button", name="Explore this model").click()
     expect(page.get_by_role("radio", name="Model map", exact=True)).to_be_checked(timeout=20_000)
-    assert model_choice(page).startswith("trained: repeat 2x4 d32")
+    assert model_choice(page).startswith("trained: repeat")
     page.screenshot(path=str(ARTIFACTS / "screens" / f"{screen}-train-explore-map.png"), full_page=True)
     assert errors == []
     context.close()

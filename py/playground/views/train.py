@@ -134,7 +134,7 @@ class TrainView(View):
                                    sizing_mode="stretch_width")
 
     def _on_task(self, event: Any) -> None:
-        self._apply_preset()
+        self._show_settings()  # the state has brought the task's preset (PlaygroundState._train_preset)
 
     def _apply_preset(self) -> None:
         preset = PRESETS[self.state.train_task]
