@@ -67,7 +67,7 @@ async function unzip(buffer) {
       const inflater = new DecompressionStream("deflate-raw");
       const writer = inflater.writable.getWriter();
       writer.write(raw).catch(() => {}); // a failure shows in the readable side, read below
-      writer.close().catch(() => {});
+      writer.close().catch(() => {}); // a failure shows in the readable side too
       return [name, new Uint8Array(await new Response(inflater.readable).arrayBuffer())];
     }),
   );

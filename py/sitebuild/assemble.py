@@ -19,6 +19,7 @@ import zipfile
 from pathlib import Path
 
 from . import first_view, zips
+from .bundle import BUNDLES, write_bundles
 from .common import CACHE, PY_DIR, SITE, BuildError, log, run, sha256_file
 from .fetch import (
     cached_or_download,
@@ -48,8 +49,11 @@ from .slim import NOT_SHIPPED, SLIM_RULES, VENDORED_SLIM_RULES, slim_filter, unp
 from .zips import DEFLATE, gzip_file
 
 # Files in site/ that are hand-written (copied when building into another folder).
-SHELL_FILES = ("index.html", "embed.html", "loader.js", "worker.js", "fetcher.js", "snapshot.js", "portable.js",
-               "prelude.py", "boot.py", "style.css", "sw.js")
+HAND_WRITTEN = ("index.html", "embed.html", "fetcher.js", "snapshot.js", "portable.js", "prelude.py", "boot.py",
+                "style.css")
+# The site's shell: the hand-written files and the scripts bundle.py writes from site/src/ (loader.js, worker.js,
+# sw.js). Fetched without revalidation, network first (sw.js): they change with a rebuild under the same URL.
+SHELL_FILES = (*HAND_WRITTEN, *BUNDLES.values())
 # The pages of the site (both load loader.js; embed.html shows one view).
 PAGES = ("index.html", "embed.html")
 # The runtime default for packages that are not vendored (binary wasm wheels such as NumPy).
@@ -128,8 +132,9 @@ def build(site: Path = SITE, py_dir: Path = PY_DIR, pyodide_packages: Path | Non
     out = site / "build"
     if site.resolve() != SITE.resolve():
         site.mkdir(parents=True, exist_ok=True)
-        for name in SHELL_FILES:
+        for name in HAND_WRITTEN:
             shutil.copyfile(SITE / name, site / name)
+    write_bundles(SITE / "src", site)
     shutil.rmtree(out, ignore_errors=True)
     (out / "wheels").mkdir(parents=True)
 

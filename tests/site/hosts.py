@@ -88,15 +88,39 @@ def stalling(handler: type[PlainHandler], stall: Stall) -> type[PlainHandler]:
     return Stalling
 
 
+class Offline:
+    """A fault for `hosted`: once `go()` is called the host answers nothing (each connection is closed without a
+    response), as for a visitor who went offline."""
+
+    def __init__(self) -> None:
+        self.gone = threading.Event()
+
+    def go(self) -> None:
+        self.gone.set()
+
+
+def going_offline(handler: type[PlainHandler], offline: Offline) -> type[PlainHandler]:
+    class GoingOffline(handler):  # type: ignore[misc, valid-type]
+        def send_head(self):  # noqa: ANN201 - the base class's signature
+            if offline.gone.is_set():
+                self.close_connection = True
+                return None
+            return super().send_head()
+
+    return GoingOffline
+
+
 @contextlib.contextmanager
-def hosted(site: Path, host: str, stall: Stall | None = None) -> Iterator[str]:
-    """Serve `site` as host kind `host` (HOSTS), with a stalled file if `stall`; yields the URL of the site's
-    folder."""
+def hosted(site: Path, host: str, stall: Stall | None = None, offline: Offline | None = None) -> Iterator[str]:
+    """Serve `site` as host kind `host` (HOSTS), with a stalled file if `stall`, answering nothing once `offline`
+    has gone; yields the URL of the site's folder."""
     if host not in HOSTS:
         raise ValueError(f"unknown host {host!r}; one of {HOSTS}")
     handler = GzipHandler if host == "gzip" else PlainHandler
     if stall is not None:
         handler = stalling(handler, stall)
+    if offline is not None:
+        handler = going_offline(handler, offline)
     with contextlib.ExitStack() as stack:
         root, prefix = site, ""
         if host == "subpath":

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from sitebuild import first_view, patches
+from sitebuild import bundle, first_view, patches
 from sitebuild.common import HERE
 from sitebuild.lock import read_lock
 
@@ -91,8 +91,12 @@ def test_the_site_facts_are_written_once(cdn_site: Path) -> None:
     facts = manifest["site"]
     js = (cdn_site / facts["facts"]).read_text()
     assert json.loads(js[js.index("{"):js.rindex("}") + 1]) == facts
-    hand_written = sorted(p.name for p in (ROOT / "site").iterdir() if p.is_file())
-    assert sorted(facts["shell_files"]) == hand_written
+    # The hand-written files of site/ (not what a build in place writes there from site/src/), and those bundles.
+    bundles = sorted(bundle.BUNDLES.values())
+    hand_written = sorted(p.name for p in (ROOT / "site").iterdir()
+                          if p.is_file() and p.name not in bundles and not p.name.startswith("."))
+    assert sorted(facts["shell_files"]) == sorted([*hand_written, *bundles])
+    assert all((cdn_site / name).read_text().startswith("// Written by build.py") for name in bundles)
     assert set(facts["pages"]) <= set(hand_written) and list(facts["stages"]) == ["runtime", "packages", "app"]
     assert {f["stage"] for f in manifest["files"].values()} == set(facts["stages"])
     for name in ("loader.js", "worker.js", "sw.js", "snapshot.js", "index.html", "embed.html"):
@@ -111,7 +115,7 @@ def test_zopfli_streams_inflate_to_their_input() -> None:
 
     if zips.zopfli_compress is None:
         pytest.fail("zopfli is not installed: pip install -r requirements.txt")
-    data = (ROOT / "site" / "worker.js").read_bytes()
+    data = (ROOT / "site" / "src" / "worker" / "main.js").read_bytes()
     stream = zips.zopfli_deflate(data)
     assert zlib.decompress(stream, -15) == data
     packer = zlib.compressobj(9, zlib.DEFLATED, -15)

@@ -197,3 +197,28 @@ def test_the_download_thread_unpacks_wheels_as_python_reads_them(engines: Engine
     assert "network error" in errors[url + wheels[0].name]["error"], errors
     # A 404's body fails the integrity check before its status is seen: a network error, as for any failed fetch.
     assert errors[url + "missing.whl"]["status"] == 404 or errors[url + "missing.whl"]["error"], errors
+
+
+OPTIMISATIONS = ("gzip-copy", "compile-options", "memory-snapshot", "download-thread", "early-requests", "first-view")
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_every_optimisation_has_a_plain_path_that_works(engines: Engines, engine: str,
+                                                        fake_vendored_site: tuple[Path, str]) -> None:
+    """?fallback=all: each optimisation's feature test is overridden and its plain path taken (the wasm itself, no
+    compile option, no snapshot, loadPackage downloading and unpacking every wheel, no first view). The page gets
+    exactly as far as with them (the fake NumPy's import), every other wheel installed, and says which path each
+    took. Without the override the same page takes the optimised paths (so the override is what changed them)."""
+    with hosted(fake_vendored_site[0], "plain") as url, engines.page(engine) as page:
+        page.open(url + "index.html?fallback=all")
+        page.screenshot("ci-every-fallback")
+        assert "No module named 'numpy'" in (page.text("#error-detail") or ""), (page.text("#error"), page.console)
+        paths = page.evaluate("window.siteInfo.paths")
+        assert paths == dict.fromkeys(OPTIMISATIONS, "off: forced"), paths
+        loaded = page.evaluate("window.siteInfo.loadedPackages")
+        assert {"numpy", "bokeh", "panel", "jinja2"} <= set(loaded), loaded
+        assert not [e for e in page.errors() if e.startswith("pageerror")], page.console
+        page.open(url + "index.html?view=generate")
+        paths = page.evaluate("window.siteInfo.paths")
+        assert "on" in (paths["download-thread"], paths.get("early-requests")), paths
+        assert paths["gzip-copy"] == paths["compile-options"] == paths["memory-snapshot"] == "on", paths

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from engines import ENGINES, FIND_JS, Engines, Page
-from hosts import HOSTS, hosted
+from hosts import HOSTS, Offline, hosted
 from test_site_e2e import RECORD_TOKENS_JS, SOURCES_JS, VALUES_JS
 
 PROMPT = "input[placeholder='the cat chased the dog']"
@@ -55,8 +55,10 @@ def show_tab(page: Page, tab: str, column: str) -> list[str]:
 def test_hosted_site_runs_streams_and_restores_its_snapshot(engines: Engines, engine: str, host: str,
                                                            vendored_site: Path) -> None:
     """Ready with the prompt from the query string; Generate streams tokens; the attention and residual views have
-    data; the memory snapshot is saved, and the reload starts from it and generates the same tokens."""
-    with hosted(vendored_site, host) as url, engines.page(engine) as page:
+    data; the memory snapshot is saved, and the reload starts from it and generates the same tokens; offline, the
+    next visit is ready from the service worker's cache."""
+    offline = Offline()
+    with hosted(vendored_site, host, offline=offline) as url, engines.page(engine) as page:
         page.open(url + "index.html?view=generate&prompt=the%20cat")
         page.screenshot(f"e2e-{host}-01-ready")
         assert page.evaluate("document.body.dataset.ready") == "1", (page.text("#error"), page.console)
@@ -99,5 +101,32 @@ def test_hosted_site_runs_streams_and_restores_its_snapshot(engines: Engines, en
         page.click("label", "Generate")  # the reload kept the tab in the URL: Residual stream
         page.screenshot(f"e2e-{host}-06-from-snapshot-generated")
         assert show_tab(page, "Attention", "weight") == attention
+
+        # Offline: the host answers nothing; the service worker serves every file and the snapshot is restored.
+        page.wait_js("navigator.serviceWorker.controller !== null", timeout_s=60)
+        offline.go()
+        page.reload()
+        page.wait_ready()
+        page.screenshot(f"e2e-{host}-07-offline")
+        assert page.evaluate("document.body.dataset.ready") == "1", (page.text("#error"), page.console)
+        assert page.evaluate("document.body.dataset.snapshot") == "restored", page.console
         assert page.external == [], page.external
+        assert not page.errors(), page.console
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_every_optimisation_off_the_app_runs(engines: Engines, engine: str, vendored_site: Path) -> None:
+    """?fallback=all: the plain path of every optimisation (test_engines.py shows which); ready, and Generate gives
+    tokens."""
+    with hosted(vendored_site, "plain") as url, engines.page(engine) as page:
+        page.open(url + "index.html?fallback=all&view=generate")
+        page.screenshot("e2e-every-fallback-ready")
+        assert page.evaluate("document.body.dataset.ready") == "1", (page.text("#error"), page.console)
+        paths = page.evaluate("window.siteInfo.paths")
+        # No first view for a URL that sets the app's state, forced or not; every other one forced off.
+        assert paths.pop("first-view") == "off: the URL sets the app's state", paths
+        assert len(paths) == 5 and set(paths.values()) == {"off: forced"}, paths
+        _, tokens = generate(page, "the dogs")
+        page.screenshot("e2e-every-fallback-generated")
+        assert len(tokens) > 1
         assert not page.errors(), page.console

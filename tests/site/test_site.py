@@ -372,9 +372,11 @@ def test_app_code_ships_as_a_wheel_not_inlined(cdn_site: Path) -> None:
     with zipfile.ZipFile(app) as zf:
         names = set(zf.namelist())
     assert {"playground/app.py", "slm/model.py", "slm/weights/shipped.npz"} <= names
-    # Of the training side, nothing: neither its code nor the card, logs and curves next to the weights.
-    assert not [n for n in names if n.startswith("slm/train/") or (n.startswith("slm/weights/")
-                                                                    and not n.endswith(".npz"))]
+    # The training the Train view runs (slm.train.lab, .tasks), not its command lines, nor the card, logs and curves
+    # next to the weights.
+    assert {"slm/train/lab.py", "slm/train/tasks.py"} <= names
+    assert not [n for n in names if n in ("slm/train/__main__.py", "slm/train/lab_cli.py")
+                or (n.startswith("slm/weights/") and not n.endswith(".npz"))]
     # The page and the worker only call into the app (boot.py: create_app, start_building_hidden); none of its
     # code is inlined in them.
     for js in ("loader.js", "worker.js"):

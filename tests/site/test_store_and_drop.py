@@ -23,9 +23,9 @@ def app_worker(visit: Visit) -> object:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         for worker in visit.page.workers:
-            if worker.url.endswith("/worker.js") or worker.url.startswith("blob:"):
-                if worker.evaluate("typeof self.slmStore") == "object":
-                    return worker
+            app = worker.url.endswith("/worker.js") or worker.url.startswith("blob:")
+            if app and worker.evaluate("typeof self.slmStore") == "object":
+                return worker
         time.sleep(0.1)
     raise AssertionError(f"no app worker with a store: {[w.url for w in visit.page.workers]}")
 
@@ -161,3 +161,49 @@ def test_no_drop_highlight_for_a_drag_without_files(browser: object, fake_vendor
         }""")
         assert shown is None
 
+
+
+# ----------------------------------------------------------------------------------- with a real wasm NumPy
+
+
+def test_dropped_files_reach_the_apps_inbox(browser: object, vendored_site: Path) -> None:
+    """Once the app is ready, a drop reaches playground.inbox.deliver as [name, bytes] pairs: recorded here by a
+    receiver subscribed in the worker's Python, which sees the names and the bytes as Python bytes."""
+    with serve(vendored_site) as url, Visit(browser, url) as visit:
+        visit.open()
+        assert visit.page.evaluate("document.body.dataset.ready") == "1", visit.console
+        worker = app_worker(visit)
+        worker.evaluate("""() => sitePyodide.runPython(`
+from playground import inbox
+got = []
+async def _record(files):
+    got.append(sorted((name, type(data).__name__, len(data)) for name, data in files.items()))
+_receiver = inbox.subscribe(inbox.Receiver(_record))
+`)""")
+        visit.page.evaluate(DRAG_JS, "drop")
+        got = None
+        deadline = time.monotonic() + 30
+        while not got:
+            assert time.monotonic() < deadline, visit.console
+            visit.page.wait_for_timeout(100)
+            got = worker.evaluate("sitePyodide.globals.get('got').toJs()")
+        assert got == [[["config.json", "bytes", 3], ["model.npz", "bytes", 10]]], got
+        assert [c for c in visit.console if "2 dropped file(s) handed to" in c], visit.console
+
+
+def test_save_for_offline_use_embeds_the_stored_models(browser: object, vendored_site: Path, tmp_path: Path) -> None:
+    """A model put in the store before "Save for offline use" is in the saved file, and its store lists it."""
+    with serve(vendored_site) as url, Visit(browser, url) as visit:
+        visit.open()
+        assert visit.page.evaluate("document.body.dataset.ready") == "1", visit.console
+        app_worker(visit).evaluate(f"slmStore.put('trained-1', {MODEL_BYTES}, 'my model')")
+        with visit.page.expect_download(timeout=120_000) as download:
+            visit.page.get_by_role("button", name="Save for offline use").click()
+        saved = tmp_path / "saved" / download.value.suggested_filename
+        download.value.save_as(saved)
+    with Visit(browser, saved.as_uri(), allowed=LOCAL) as visit:
+        visit.open("")
+        assert visit.page.evaluate("document.body.dataset.ready") == "1", visit.console
+        worker = app_worker(visit)
+        assert [m["key"] for m in worker.evaluate("slmStore.list()")] == ["trained-1"]
+        assert worker.evaluate("slmStore.available()") is False

@@ -8,6 +8,8 @@
 // passes through it. (A page that another build's service worker controls moves to this one when it activates.)
 // The facts this worker shares with the page and the app worker (cache name prefix, shell files, pages, CDN) are
 // the build's (build.py writes them into the manifest and into this file's import).
+import { kept, MSG } from "../protocol.js";
+
 importScripts("build/site-facts.js");
 const FACTS = self.siteFacts;
 const BUILD = new URL(self.location.href).searchParams.get("build") || "unversioned";
@@ -41,8 +43,8 @@ async function keep(urls) {
 }
 
 self.addEventListener("message", (event) => {
-  if (event.data?.type !== "keep") return;
-  event.waitUntil(keep(event.data.urls).finally(() => event.ports[0]?.postMessage("kept")));
+  if (event.data?.type !== MSG.KEEP) return; // the one message the page sends here
+  event.waitUntil(keep(event.data.urls).finally(() => event.ports[0]?.postMessage(kept())));
 });
 
 self.addEventListener("activate", (event) => {

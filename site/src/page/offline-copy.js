@@ -1,0 +1,47 @@
+// "Save for offline use" (the full page on the hosted site): the portable file, assembled by portable.js from the
+// files this visit loaded (the service worker's cache answers; NumPy too, wherever it came from) and the models of
+// the worker's store.
+import { exportModels } from "../protocol.js";
+import { $, embed, mb, opaque } from "./env.js";
+import { portable } from "./portable-file.js";
+
+/** The models in the worker's store (slmStore), with their bytes. */
+function storedModels(worker) {
+  const channel = new MessageChannel();
+  const answer = new Promise((resolve) => (channel.port1.onmessage = (event) => resolve(event.data)));
+  worker.postMessage(exportModels(), [channel.port2]);
+  return answer;
+}
+
+export function offerOfflineCopy(worker, manifest) {
+  const footer = $("#offline");
+  if (!footer || portable || opaque || embed) return;
+  footer.hidden = false;
+  const button = $("#save-offline");
+  const status = $("#save-offline-status");
+  button.addEventListener("click", async () => {
+    button.disabled = true;
+    status.textContent = "Putting the playground into one file…";
+    try {
+      const { assemble } = await import("./portable.js");
+      const read = async (url) => {
+        const resp = await fetch(url);
+        if (!resp.ok) throw new Error(`${url}: HTTP ${resp.status}`);
+        return new Uint8Array(await resp.arrayBuffer());
+      };
+      const models = await storedModels(worker);
+      const file = new Blob([await assemble({ manifest, read, models })], { type: "text/html" });
+      const link = document.createElement("a");
+      link.href = URL.createObjectURL(file);
+      link.download = manifest.site.portable_name;
+      link.click();
+      status.textContent = `Saved ${manifest.site.portable_name} (${mb(file.size)}): open it from a folder or a USB stick, no network needed.`;
+    } catch (e) {
+      // Reported where the visitor looks: under the button, and in the console.
+      console.error("[site] the offline copy could not be made:", e);
+      status.textContent = `Could not save it: ${e.message || e}`;
+    } finally {
+      button.disabled = false;
+    }
+  });
+}

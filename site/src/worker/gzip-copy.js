@@ -1,0 +1,34 @@
+// Optimisation of "fetch the runtime": pyodide.asm.wasm is 8.6 MB and 2.8 MB gzipped, and not every static host
+// compresses wasm, so the build ships a gzip copy (manifest.gzip_copies). A visit downloads the copy unless this
+// build's cache holds the file itself (a later visit, which then also gets Chromium's compiled code).
+// Feature test: DecompressionStream. Fallback: the file itself.
+
+/** Whether this start may use gzip copies (records the path taken). */
+export function gzipCopies(ctx) {
+  return ctx.use("gzip-copy", "DecompressionStream" in self, "no DecompressionStream");
+}
+
+/** The URL of `url`'s gzip copy to download instead, or null. */
+export async function copyOf(ctx, url) {
+  const path = url.startsWith(ctx.root) ? ctx.manifest.gzip_copies?.[url.slice(ctx.root.length)] : null;
+  if (!path) return null;
+  try {
+    if ("caches" in self && (await caches.match(url, { cacheName: ctx.cacheName }))) return null;
+  } catch (e) {
+    // Cache Storage refused (a private window): nothing cached, so the copy it is.
+    console.info("[site] Cache Storage refused, the wasm comes from its gzip copy:", e?.message || e);
+  }
+  return `${ctx.root}${path}`;
+}
+
+/**
+ * The file from its gzip copy, read whole and then inflated from memory. (Piping the network stream through the
+ * inflater corrupted it in Firefox ESR 140's module workers: "incorrect header check".) A host that sends the copy
+ * with Content-Encoding: gzip had the browser decompress it already.
+ */
+export async function inflated(resp) {
+  const type = { headers: { "Content-Type": "application/wasm" } };
+  if (resp.headers.get("Content-Encoding")) return new Response(resp.body, type);
+  const gz = new Blob([await resp.arrayBuffer()]);
+  return new Response(await new Response(gz.stream().pipeThrough(new DecompressionStream("gzip"))).arrayBuffer(), type);
+}

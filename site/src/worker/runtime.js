@@ -1,0 +1,74 @@
+// The stages "fetch the runtime" and "start Python": Pyodide's module (imported as soon as the worker runs), its
+// lock file, and loadPyodide, which downloads the wasm and the standard library (through network.js).
+import { SiteError } from "../protocol.js";
+
+const PYODIDE_MODULE = "Pyodide's module (build/pyodide/pyodide.mjs)";
+
+/**
+ * A module's import, started at once.
+ * @returns {() => Promise<object>} awaits it (a failure: the SiteError naming `what`)
+ */
+export function importing(url, what, stage = "runtime") {
+  const module = import(url);
+  module.catch(() => undefined); // reported where it is awaited, below
+  return async () => {
+    try {
+      return await module;
+    } catch (e) {
+      throw new SiteError(what, String(e.message || e), stage);
+    }
+  };
+}
+
+/**
+ * Where loadPyodide comes from: Pyodide's ES module, or in the portable file the classic pyodide.js the page put in
+ * front of this worker's script (it defines self.loadPyodide; pyodide.asm.js is there too).
+ */
+export function pyodideModule(root, embedded) {
+  if (embedded) return async () => ({ loadPyodide: self.loadPyodide });
+  return importing(`${root}build/pyodide/pyodide.mjs`, PYODIDE_MODULE);
+}
+
+/** A text file of the site (fetched through network.js); a failure names it, in `stage`. */
+export async function fetchText(ctx, name, what, stage) {
+  try {
+    const resp = await fetch(`${ctx.root}${name}`);
+    if (!resp.ok) throw new Error(`HTTP ${resp.status}`);
+    return await resp.text();
+  } catch (e) {
+    throw new SiteError(`${what} (${name})`, String(e.message || e), stage);
+  }
+}
+
+/** Pyodide's lock file, parsed (a promise; its failure is reported where it is awaited). */
+export function fetchLock(ctx) {
+  const lock = fetchText(ctx, "build/pyodide-lock.json", ctx.labels.runtime, "runtime").then(JSON.parse);
+  lock.catch(() => undefined); // loadPyodide awaits it and reports it
+  return lock;
+}
+
+/**
+ * Starts Python.
+ * @param extra loadPyodide options (a snapshot's)
+ * @returns {Promise<object>} the Pyodide API
+ */
+export async function startPython(ctx, net, loadPyodide, lock, extra) {
+  const { root } = ctx;
+  let pyodide;
+  try {
+    pyodide = await loadPyodide({
+      indexURL: `${root}build/pyodide/`,
+      lockFileContents: lock,
+      packageBaseUrl: `${root}build/`,
+      stdLibURL: `${root}build/pyodide/python_stdlib.zip`,
+      ...extra,
+    });
+  } catch (e) {
+    const assets = net.failedAssets((u) => u.startsWith(root));
+    throw new SiteError(ctx.labels.runtime, assets || String(e.message || e), "runtime");
+  }
+  self.sitePyodide = pyodide; // for the tests and the benchmark (Playwright evaluates in the worker)
+  ctx.loaded = () => Object.keys(pyodide.loadedPackages || {});
+  net.count(`${root}build/pyodide/pyodide.asm.js`, ctx.manifest.files["build/pyodide/pyodide.asm.js"].size); // imported, not fetched
+  return pyodide;
+}

@@ -1,0 +1,101 @@
+// The models a learner trained or loaded, kept across visits in IndexedDB ("slm-models"), for the app's Python:
+// `await js.slmStore.put(key, bytes, name)` (py/playground/storage.py). Two object stores, so that list() reads no
+// model's bytes: "meta" ({key, name, bytes: size, saved: ms}) and "data" (key -> Uint8Array). Where IndexedDB is
+// missing or refused (an opaque origin: the portable file, a sandboxed iframe; some private windows) available()
+// is false and put() rejects with an Error that says so; list() and get() then answer from `embeddedModels`, the
+// models the portable file was saved with ([{key, name, bytes, saved, data: Uint8Array}]).
+const MODEL_DB = "slm-models";
+
+export function modelStore(embeddedModels = [], persistent = true) {
+  let opening = null;
+  const open = () => (opening ??= new Promise((resolve, reject) => {
+    let request;
+    try {
+      if (!persistent) throw new Error("the portable file keeps no models but those it was saved with");
+      request = indexedDB.open(MODEL_DB, 1);
+    } catch (e) {
+      reject(e); // no indexedDB at all, or an opaque origin (SecurityError)
+      return;
+    }
+    request.onupgradeneeded = () => {
+      request.result.createObjectStore("meta", { keyPath: "key" });
+      request.result.createObjectStore("data");
+    };
+    request.onsuccess = () => resolve(request.result);
+    request.onerror = () => reject(request.error);
+    request.onblocked = () => reject(new Error("another tab holds an older version of the model store open"));
+  }));
+  const db = async () => {
+    try {
+      return await open();
+    } catch (e) {
+      throw new Error(`This page cannot keep models (no IndexedDB here: ${e?.message || e}). ` +
+        "A page opened from a file, a sandboxed frame or a private window has none; download the model instead.");
+    }
+  };
+  // One transaction; resolves with `request`'s result once it has committed.
+  const run = async (stores, mode, work) => {
+    const tx = (await db()).transaction(stores, mode);
+    const request = work(tx);
+    return new Promise((resolve, reject) => {
+      tx.oncomplete = () => resolve(request?.result);
+      tx.onerror = () => reject(tx.error);
+      tx.onabort = () => reject(tx.error || new Error("the model store's transaction was aborted"));
+    });
+  };
+  const fromEmbedded = (key) => embeddedModels.find((m) => m.key === key);
+  let usable = null;
+  return {
+    available() {
+      usable ??= open().then(() => true, (e) => {
+        console.info("[site] no model store here:", e?.message || e); // the named case: IndexedDB refused
+        return false;
+      });
+      return usable;
+    },
+    async list() {
+      const embedded = embeddedModels.map(({ key, name, bytes, saved }) => ({ key, name, bytes, saved }));
+      if (!(await this.available())) return embedded;
+      const stored = await run(["meta"], "readonly", (tx) => tx.objectStore("meta").getAll());
+      return [...embedded.filter((m) => !stored.some((s) => s.key === m.key)), ...stored];
+    },
+    async get(key) {
+      if (await this.available()) {
+        const data = await run(["data"], "readonly", (tx) => tx.objectStore("data").get(key));
+        if (data) return data;
+      }
+      const model = fromEmbedded(key);
+      return model ? model.data.slice() : null;
+    },
+    async put(key, bytes, name) {
+      const data = asBytes(bytes); // copied now: a view of Python's memory may move once this awaits
+      const meta = { key: String(key), name: String(name ?? key), bytes: data.byteLength, saved: Date.now() };
+      await run(["meta", "data"], "readwrite", (tx) => {
+        tx.objectStore("data").put(data, meta.key);
+        return tx.objectStore("meta").put(meta);
+      });
+    },
+    async remove(key) {
+      await run(["meta", "data"], "readwrite", (tx) => {
+        tx.objectStore("data").delete(key);
+        return tx.objectStore("meta").delete(key);
+      });
+    },
+  };
+}
+
+// A copy of the bytes given as a Uint8Array (or another view, an ArrayBuffer, or a PyProxy of a Python buffer).
+export function asBytes(value) {
+  if (value instanceof ArrayBuffer) return new Uint8Array(value.slice(0));
+  if (ArrayBuffer.isView(value)) return new Uint8Array(value.buffer.slice(value.byteOffset, value.byteOffset + value.byteLength));
+  if (typeof value?.getBuffer === "function") {
+    const buffer = value.getBuffer("u8");
+    try {
+      return buffer.data.slice();
+    } finally {
+      buffer.release();
+    }
+  }
+  throw new TypeError(`slmStore.put: the model's bytes must be a Uint8Array, not ${Object.prototype.toString.call(value)}`);
+}
+
