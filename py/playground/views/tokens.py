@@ -67,8 +67,8 @@ def notes_html(state: PlaygroundState) -> str:
         words = ", ".join(f"“{esc(w)}”" for w in tokens.unknown_words[:12])
         more = f" and {len(tokens.unknown_words) - 12} more" if len(tokens.unknown_words) > 12 else ""
         if tokens.dropped_unknown:
-            notes.append(f"Not in this model's vocabulary, so left out: {words}{more}. The lesson model knows only "
-                         f"{esc(' '.join(state.vocab))}.")
+            notes.append(f"Not in this model's vocabulary, so left out: {words}{more}. This model knows only "
+                         f"{esc(' '.join(state.vocab[:200]))}{' …' if len(state.vocab) > 200 else ''}.")
         else:
             notes.append(f"Not in the vocabulary: {words}{more}. The model reads each as <code>&lt;unk&gt;</code> "
                          "(the dashed boxes).")

@@ -23,6 +23,7 @@ from slm.train.lab import ROLE_NAMES, Lab
 from slm.train.tasks import LIMITS, MAX_TEXT_BYTES, PRESETS, decode_text
 
 from .. import library
+from ..models import START
 from ..state import TRAIN_SETTINGS, PlaygroundState
 from .common import (
     NEGATIVE,
@@ -222,7 +223,11 @@ class TrainView(View):
         model = self.run.model() if step is None else self.run.model_at(step)
         if step is not None:
             model.meta.update(name=f"{self.run.name.rsplit(',', 1)[0]}, step {model.meta['step']})")
+        # The views open on the run's own probe (for the repeat task, a repeated sequence): the shown prompt was
+        # written for another model's vocabulary.
+        probe = [i for i in self.run.task.probe.tolist() if self.run.task.tokenizer.vocab[i] != START]
         name = self.state.add_model(model, "trained")
+        self.state.prompt = self.run.task.tokenizer.decode(probe)
         self.state.view = "map"
         await self.state.shelf.keep(name, model, f"{name} is now the model of every view.")
 

@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""The training lab and an own model in the built site, in headless Chromium (a real wasm NumPy needed):
+
+    python bench/lab_bench.py --site DIR [--runs 3]   # DIR: build.py --pyodide-packages ... --site-dir DIR
+
+Lab: the repeat task's default preset from a link (`view=train&task=repeat&autostart=1`): seconds from the
+first status line to the first measure >= 0.9, steps per second, and how long a click on a view tab takes to be
+answered while it trains. Own model: a random-weight Llama of the 15M TinyStories shape (d 288, 6 layers, 6 heads,
+vocabulary 32,000, context 256, SwiGLU 768) saved by `transformers` with a BPE tokenizer trained by `tokenizers`,
+dropped on the page: seconds from the drop to the model shown, a prompt edit (32 tokens) to the views updated, and
+Generate's tokens per second. Medians over the runs, each a fresh browser context. Prints a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import functools
+import http.server
+import re
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from playwright.sync_api import sync_playwright
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+STATUS = re.compile(r"step (\d+) / (\d+) · loss [\d.]+ · accuracy on the repeats ([\d.]+)")
+DROP_JS = """(files) => {
+  const transfer = new DataTransfer();
+  for (const [name, data] of files) {
+    transfer.items.add(new File([Uint8Array.from(atob(data), (c) => c.charCodeAt(0))], name));
+  }
+  for (const type of ["dragenter", "dragover", "drop"]) {
+    document.body.dispatchEvent(new DragEvent(type, {dataTransfer: transfer, bubbles: true, cancelable: true}));
+  }
+}"""
+
+
+def serve(site: Path) -> str:
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
+    handler.log_message = lambda *a: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_address[1]}/index.html"
+
+
+def llama_files(folder: Path) -> list[list[str]]:
+    import torch
+    import transformers
+
+    from test_slm_bpe import llama_style
+
+    torch.manual_seed(0)
+    tokenizer = llama_style(legacy=True, vocab_size=32_000)
+    cfg = transformers.LlamaConfig(vocab_size=32_000, hidden_size=288, intermediate_size=768, num_hidden_layers=6,
+                                   num_attention_heads=6, num_key_value_heads=6, max_position_embeddings=256,
+                                   bos_token_id=1, eos_token_id=2)
+    transformers.LlamaForCausalLM(cfg).eval().save_pretrained(folder)
+    tokenizer.save(str(folder / "tokenizer.json"))
+    return [[p.name, base64.b64encode(p.read_bytes()).decode()] for p in sorted(folder.iterdir()) if p.is_file()]
+
+
+def status_lines(page) -> list[str]:
+    return page.locator(".pg-summary[role=status]").all_inner_texts()
+
+
+def lab_run(browser, url: str) -> dict:
+    context = browser.new_context(viewport={"width": 1280, "height": 1000})
+    page = context.new_page()
+    page.goto(url + "?view=train&task=repeat&autostart=1")
+    first = reached = None
+    clicks = []
+    while True:
+        line = next((s for s in status_lines(page) if STATUS.search(s)), "")
+        match = STATUS.search(line)
+        now = time.monotonic()
+        if match and first is None:
+            first = (now, int(match.group(1)))
+        if match and reached is None and float(match.group(3)) >= 0.9:
+            reached = (now, int(match.group(1)))
+        if match and first is not None and len(clicks) < 3 and now - first[0] > 2 * (len(clicks) + 1):
+            tab = ("Model map", "Train")[len(clicks) % 2]
+            start = time.monotonic()
+            page.get_by_role("radio", name=tab, exact=True).check()
+            page.wait_for_function("() => document.body.dataset.worker !== 'busy'", timeout=30_000)
+            clicks.append(time.monotonic() - start)
+        if "done" in line or (first and now - first[0] > 300):
+            break
+        page.wait_for_timeout(100)
+    steps = int(STATUS.search(line).group(1))
+    context.close()
+    return {"to_0.9_s": None if reached is None else reached[0] - first[0], "step_at_0.9": reached and reached[1],
+            "steps_per_s": (steps - first[1]) / (now - first[0]), "click_s": max(clicks) if clicks else None}
+
+
+def own_run(browser, url: str, files: list[list[str]]) -> dict:
+    context = browser.new_context(viewport={"width": 1280, "height": 1000})
+    page = context.new_page()
+    page.goto(url + "?view=map")
+    page.wait_for_function("() => document.body.dataset.ready === '1'", timeout=180_000)
+    page.wait_for_function("() => document.body.dataset.views === 'built'", timeout=180_000)
+    start = time.monotonic()
+    page.evaluate(DROP_JS, files)
+    page.get_by_label("Model", exact=True).locator("option", has_text="loaded:").wait_for(state="attached",
+                                                                                        timeout=180_000)
+    page.wait_for_function("() => document.body.dataset.worker !== 'busy'", timeout=180_000)
+    shown = time.monotonic() - start
+    edits = []
+    for i in range(3):
+        start = time.monotonic()
+        page.get_by_label("Prompt").fill(("Once upon a time there was a little girl who " * 3)[: 120 + i])
+        page.wait_for_timeout(50)
+        page.wait_for_function("() => document.body.dataset.worker !== 'busy'", timeout=60_000)
+        edits.append(time.monotonic() - start)
+    start = time.monotonic()
+    page.get_by_role("button", name="Generate").click()
+    page.locator(".pg-tok").nth(11).wait_for(timeout=120_000)
+    generation = 12 / (time.monotonic() - start)
+    context.close()
+    return {"shown_s": shown, "edit_s": statistics.median(edits), "tokens_per_s": generation}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--site", type=Path, required=True)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    url = serve(args.site)
+    with tempfile.TemporaryDirectory() as tmp:
+        files = llama_files(Path(tmp))
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium")
+        labs = [lab_run(browser, url) for _ in range(args.runs)]
+        owns = [own_run(browser, url, files) for _ in range(args.runs)]
+        browser.close()
+
+    def med(rows: list[dict], key: str) -> str:
+        values = [r[key] for r in rows if r[key] is not None]
+        return f"{statistics.median(values):.2f}" if values else "never"
+
+    print("| training lab, repeat preset (Chromium) | median |")
+    print("|---|---|")
+    for key, what in (("to_0.9_s", "seconds from the first step to accuracy ≥ 0.9"), ("step_at_0.9", "that step"),
+                      ("steps_per_s", "steps per second"), ("click_s", "a view-tab click answered, worst, s")):
+        print(f"| {what} | {med(labs, key)} |")
+    print("\n| own model, 15M Llama shape (Chromium) | median |")
+    print("|---|---|")
+    for key, what in (("shown_s", "drop to the model shown, s"), ("edit_s", "prompt edit to views updated, s"),
+                      ("tokens_per_s", "Generate, tokens per second")):
+        print(f"| {what} | {med(owns, key)} |")
+    print(f"\nruns: {args.runs}; lab rows: {labs}; own rows: {owns}")
+
+
+if __name__ == "__main__":
+    main()
