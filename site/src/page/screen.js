@@ -56,6 +56,9 @@ export const stopWatchdog = () => clearTimeout(stallTimer);
 
 /** The watchdog restarts only on news: a message that repeats the last one's progress does not count. */
 export function progressed(news) {
+  // Once the app is ready its messages carry the learner's work (a training run's charts): nothing to time, and a
+  // pause in them (the run ended) is no stall.
+  if (body.dataset.ready === "1") return;
   if (news === state.progress) return;
   state.progress = news;
   watchdog();
