@@ -11,8 +11,9 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
-# Who takes dropped files: each playground registers its receiver (weakly: a closed session just goes away).
-_RECEIVERS: weakref.WeakSet = weakref.WeakSet()
+# Who takes dropped files, oldest first: each playground registers its receiver (weakly: a page thrown away just
+# goes away).
+_RECEIVERS: list[weakref.ref] = []
 
 
 class Receiver:
@@ -23,15 +24,19 @@ class Receiver:
 
 
 def subscribe(receiver: Receiver) -> Receiver:
-    _RECEIVERS.add(receiver)
+    _RECEIVERS[:] = [ref for ref in _RECEIVERS if ref() is not None]
+    _RECEIVERS.append(weakref.ref(receiver))
     return receiver
 
 
 def deliver(files: Iterable[Any]) -> int:
-    """Hand dropped files to every open playground; how many took them. `files`: [name, bytes] pairs (JS arrays
+    """Hand dropped files to the page's playground (the newest one: the site's worker may still hold the page it
+    built to warm up its memory snapshot); 1 if one took them, else 0. `files`: [name, bytes] pairs (JS arrays
     converted with to_py, or Python pairs)."""
     mapping = {str(name): bytes(data) for name, data in files}
-    receivers = list(_RECEIVERS)
-    for receiver in receivers:
-        asyncio.ensure_future(receiver.receive(mapping))
-    return len(receivers)
+    receivers = [ref() for ref in _RECEIVERS]
+    receivers = [r for r in receivers if r is not None]
+    if not receivers:
+        return 0
+    asyncio.ensure_future(receivers[-1].receive(mapping))
+    return 1

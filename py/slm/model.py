@@ -489,6 +489,12 @@ class Model:
         """Load a model saved with save(), from a path, raw bytes or a binary file object."""
         if isinstance(source, bytes | bytearray | memoryview):
             source = io.BytesIO(bytes(source))
+        if isinstance(source, io.IOBase) and source.seekable():
+            # np.load reads anything else as a pickle and says so in words about unsafe loading: name it plainly.
+            head = source.read(4)
+            source.seek(-len(head), io.SEEK_CUR)
+            if not head.startswith(b"PK"):
+                raise ValueError("not a saved slm model (.npz): the file is not a zip archive")
         try:
             with np.load(source, allow_pickle=False) as npz:
                 arrays = {name: npz[name] for name in npz.files}

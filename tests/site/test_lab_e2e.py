@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import sys
 import time
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -135,3 +136,35 @@ def test_three_tasks_train_the_model_is_kept_and_a_dropped_checkpoint_runs(engin
         page.screenshot("lab-loaded-generated")
         assert page.evaluate("document.body.dataset.error") is None, page.text("#error")
         assert page.errors() == [], page.errors()
+
+
+def test_a_single_file_saved_with_a_trained_model_opens_on_it(browser: object, vendored_site: Path,
+                                                               tmp_path: Path) -> None:
+    """Train, Explore (kept in the store), "Save for offline use": the file, opened from disk with ?model=, shows
+    that model, says it has no storage, and its views run."""
+    from conftest import Visit, serve
+
+    with serve(vendored_site) as url, Visit(browser, url) as visit:
+        visit.open("index.html?view=train&task=repeat&autostart=1&train_steps=20")
+        assert visit.page.evaluate("document.body.dataset.ready") == "1", visit.console
+        visit.page.locator(".pg-summary[role=status]", has_text="· done").wait_for(timeout=240_000)
+        visit.page.get_by_role("button", name="Explore this model").click()
+        visit.page.get_by_text("a reload keeps it", exact=False).wait_for(timeout=60_000)
+        name = visit.page.get_by_label("Model", exact=True).input_value()
+        assert name.startswith("trained: repeat"), name
+        with visit.page.expect_download(timeout=180_000) as download:
+            visit.page.get_by_role("button", name="Save for offline use").click()
+        saved = tmp_path / download.value.suggested_filename
+        download.value.save_as(saved)
+    query = urllib.parse.urlencode({"model": name, "view": "models"})
+    with Visit(browser, saved.as_uri(), allowed=("file:", "blob:", "data:")) as visit:
+        visit.open(f"?{query}")
+        assert visit.page.evaluate("document.body.dataset.ready") == "1", visit.console
+        select = visit.page.get_by_label("Model", exact=True)
+        deadline = time.monotonic() + 60
+        while select.input_value() != name and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert select.input_value() == name
+        visit.page.get_by_text("This page has no storage", exact=False).first.wait_for(timeout=30_000)
+        visit.page.screenshot(path=str(Path(__file__).resolve().parents[2] / "artifacts" / "site" /
+                                       "chromium-lab-portable-model.png"), full_page=True)
