@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,13 @@ from playground.state import LARGE_VOCAB, PlaygroundState  # noqa: E402
 from slm.tokenizer import CharTokenizer  # noqa: E402
 
 torch = pytest.importorskip("torch")
+
+
+def run(coroutine: object) -> object:
+    """asyncio.run in a thread of its own: after a Playwright test the session's thread has a running loop."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
 transformers = pytest.importorskip("transformers")
 
 
@@ -66,7 +74,7 @@ def test_a_checkpoint_works_in_every_view(kind, tmp_path):
     state.param.update(layer=1, head=3, position=2)
     state.ablate = "L1.H1"
     assert app.views["next"].source.data["token"]
-    asyncio.run(state.generate())
+    run(state.generate())
     assert len(state.generated) == state.max_new_tokens or state.generated
     text = state.continuation_text()
     assert isinstance(text, str) and text
@@ -131,12 +139,12 @@ def test_a_stored_model_comes_back_after_a_reload():
                           CharTokenizer(list("abcde")))
         first = Playground(PlaygroundState(model_name="lesson"))
         name = first.state.add_model(model, "trained")
-        asyncio.run(first.shelf.keep(name, model, "done."))
+        run(first.shelf.keep(name, model, "done."))
         assert "a reload keeps it" in first.shelf.status
         models.REGISTRY.pop(name)  # a new page: the registry starts empty
         second = Playground(PlaygroundState(model_name="lesson"))
         second._wanted_model = name
-        asyncio.run(second.restore_models())
+        run(second.restore_models())
         assert second.state.model_name == name
         np.testing.assert_array_equal(second.state.model.params["tok_emb"], model.params["tok_emb"])
     finally:
