@@ -37,6 +37,7 @@ def test_a_link_trains_the_repeat_task_and_its_model_joins_every_view(browser, a
     status = page.locator(".pg-summary[role=status]").filter(has_text=STATUS_DONE)
     status.wait_for(timeout=300_000)  # ~10 s on an idle machine; generous for a loaded one
     loss, accuracy = STATUS_DONE.search(status.inner_text()).groups()
+    expect(page.get_by_role("button", name="Explore this model")).to_be_enabled(timeout=60_000)  # the last draw
     assert 0 < float(loss) < 10 and 0 <= float(accuracy) <= 1, status.inner_text()
     page.wait_for_timeout(500)
     page.screenshot(path=str(ARTIFACTS / "screens" / f"{screen}-train-done.png"), full_page=True)

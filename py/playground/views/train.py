@@ -116,8 +116,9 @@ class TrainView(View):
         self.text_file.param.watch(self._on_text_file, "value")
         self.text_box = pn.Column(self.text_input, self.text_file, sizing_mode="stretch_width")
         self.start_button = pn.widgets.Button(label="Start", color="primary", width=100, css_classes=["pg-press"])
-        self.pause_button = pn.widgets.Button(label="Pause", color="warning", width=100, disabled=True,
-                                              css_classes=["pg-press"])
+        # outline: white text on the warning colour fails WCAG contrast while it is enabled
+        self.pause_button = pn.widgets.Button(label="Pause", color="primary", variant="outline", width=100,
+                                              disabled=True, css_classes=["pg-press"])
         self.reset_button = pn.widgets.Button(label="Reset", variant="outline", color="primary", width=100,
                                               disabled=True, css_classes=["pg-press"])
         self.explore = pn.widgets.Button(label="Explore this model", color="primary", width=180, disabled=True,
