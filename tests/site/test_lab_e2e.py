@@ -149,6 +149,7 @@ def test_three_tasks_train_the_model_is_kept_and_a_dropped_checkpoint_runs(engin
         picker = engine == "webkit"
         if picker:
             page.click("label", "Your models")
+            page.wait_js(f"() => !!({FIND_JS})('input[type=file][accept*=npz]')", timeout_s=60)
         assert page.evaluate(DROP_JS, files, picker) == len(files)
         try:
             page.wait_js(f"() => ({MODELS_JS})()?.value?.startsWith('loaded: ')", timeout_s=120)
@@ -179,7 +180,8 @@ def test_a_single_file_saved_with_a_trained_model_opens_on_it(browser: object, v
         explore = visit.page.get_by_role("button", name="Explore this model")
         visit.page.wait_for_function("(b) => !b.disabled", arg=explore.element_handle(), timeout=120_000)
         explore.click()
-        kept = visit.page.locator(".pg-summary[role=status]", has_text="a reload keeps it")
+        # the first of the two panes that say it (the Train view's, the Your models view's)
+        kept = visit.page.locator(".pg-summary[role=status]", has_text="a reload keeps it").first
         try:
             kept.wait_for(timeout=60_000)
         except Exception:  # noqa: BLE001 - say what the page said instead
