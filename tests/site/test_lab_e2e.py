@@ -183,7 +183,7 @@ def test_a_single_file_saved_with_a_trained_model_opens_on_it(browser: object, v
         # the first of the two panes that say it (the Train view's, the Your models view's)
         kept = visit.page.locator(".pg-summary[role=status]", has_text="a reload keeps it").first
         try:
-            kept.wait_for(timeout=60_000)
+            kept.wait_for(state="attached", timeout=60_000)  # the hidden view's pane may come first
         except Exception:  # noqa: BLE001 - say what the page said instead
             raise AssertionError(visit.page.locator(".pg-summary[role=status]").all_inner_texts()) from None
         name = visit.page.get_by_label("Model", exact=True).input_value()
