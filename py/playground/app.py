@@ -157,7 +157,7 @@ class Playground:
 
     async def restore_models(self) -> None:
         """The models this browser keeps back in the selector (the URL's model= shown if it names one)."""
-        await self.shelf.restore(self._wanted_model)
+        await self.shelf.restore(self._wanted_model or self.state.requested_model)
 
     def _build_share(self) -> None:
         """"Copy link" (the whole state as a URL) and "Copy embed code" (an iframe of the current view), for

@@ -138,6 +138,7 @@ class PlaygroundState(param.Parameterized):
         self._stop_requested = False
         self._fallback_note = ""
         self._generated_ids: list[int] = []
+        self.requested_model: str | None = None  # the URL's model= naming a model not (yet) in the selector
         self._train_task_before = "repeat"  # the task whose preset the train_* defaults are
         super().__init__(**params)
         self._load_model()
@@ -401,6 +402,9 @@ class PlaygroundState(param.Parameterized):
         """Apply values read from a URL one by one, coercing what can be coerced (e.g. embed=1) and skipping
         what cannot, so a hand-edited link never breaks the page."""
         for name, value in values.items():
+            if name == "model_name" and str(value) not in self.param.model_name.objects:
+                self.requested_model = str(value)  # a kept model, listed once the page's store is read
+                continue
             with contextlib.suppress(Exception):
                 setattr(self, name, _coerce(self.param[name], value))
 

@@ -200,7 +200,9 @@ def test_a_single_file_saved_with_a_trained_model_opens_on_it(browser: object, v
         deadline = time.monotonic() + 60
         while select.input_value() != name and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert select.input_value() == name
+        options = select.locator("option").all_inner_texts()
+        statuses = visit.page.locator(".pg-summary[role=status]").all_inner_texts()
+        assert select.input_value() == name, (options, statuses, visit.page.evaluate("location.search"))
         visit.page.get_by_text("This page has no storage", exact=False).first.wait_for(timeout=30_000)
         visit.page.screenshot(path=str(Path(__file__).resolve().parents[2] / "artifacts" / "site" /
                                        "chromium-lab-portable-model.png"), full_page=True)
