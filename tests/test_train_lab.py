@@ -40,7 +40,7 @@ def test_the_repeat_preset_grows_previous_token_and_induction_heads(repeat_run):
     assert RepeatTask(PRESETS["repeat"]).copying_accuracy(model) >= 0.9
     # slm.roles, on R + R probes of three lengths (R drawn from the 32 words), finds the circuit: an induction
     # head in layer 1 and a previous-token head in layer 0
-    for n in (6, 9, 12):
+    for n in (4, 6, 8):
         probes = [roles.repeated_tokens(range(len(REPEAT_WORDS)), n, np.random.default_rng(i)) for i in range(8)]
         rows = roles.copy_positions(n, with_start=False)
         seqs = np.stack(probes)
@@ -61,7 +61,7 @@ def test_the_repeat_preset_grows_previous_token_and_induction_heads(repeat_run):
 def test_with_a_fixed_length_a_fixed_offset_head_copies_only_that_length():
     """The issue's first version of the task (R always 12 of 24) learns fast, by looking 11 back: it scores as
     induction on R + R of 12 but does not copy R of 10 (docs/induction.md)."""
-    task = RepeatTask(PRESETS["repeat"].replace(heads=4, steps=400, lr=3e-3), fixed_length=True)
+    task = RepeatTask(PRESETS["repeat"].replace(ctx=24, heads=4, steps=400, lr=3e-3), fixed_length=True)
     run = Lab(task).run()
     assert run.history()["measure"][-1] >= 0.9
     model = run.model()
@@ -143,10 +143,11 @@ def test_a_diverging_run_stops_at_the_last_good_checkpoint():
 
 
 def test_sample_continues_the_prompt(repeat_run):
-    text = repeat_run.sample(max_new_tokens=11, temperature=0.01)
+    n = repeat_run.task.longest
+    text = repeat_run.sample(max_new_tokens=n - 1, temperature=0.01)
     words = text.split()
-    assert len(words) == len(repeat_run.task.sample_prompt) + 11
-    assert words[13:24] == words[1:12]  # R + R[0] is the prompt: the trained model finishes the repeat
+    assert len(words) == len(repeat_run.task.sample_prompt) + n - 1 == 2 * n
+    assert words[n + 1:] == words[1:n]  # R + R[0] is the prompt: the trained model finishes the repeat
     assert repeat_run.sample(prompt="cat dog", max_new_tokens=3).startswith("cat dog")
     with pytest.raises(ValueError, match="no token the model knows"):
         repeat_run.sample(prompt="!!!")
