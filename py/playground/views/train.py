@@ -67,6 +67,8 @@ class TrainView(View):
         self.text = ""
         self._last_draw = 0.0
         self._grid_shape: tuple | None = None
+        self._drawn_steps: list[int] | None = None  # the evaluations the curves show
+        self._drawn_attention: tuple | None = None  # (run, checkpoint step) the grid shows
         self._build_controls()
         self._build_charts()
         self.numbers = Numbers("train")
@@ -194,7 +196,7 @@ class TrainView(View):
             while self.running and run is self.run and not run.finished:
                 run.run_for(CHUNK)
                 if time.monotonic() - self._last_draw > REDRAW or run.finished:
-                    self._draw()
+                    self._draw_if_shown()
                 await asyncio.sleep(0.01)  # the page's other events run here
         except Exception as exc:  # noqa: BLE001 - a failed step must reach the learner, not a console
             self._say(f"Training stopped: {exc}")
@@ -340,8 +342,17 @@ class TrainView(View):
             source.data = dict(xs=[], ys=[], head=[], color=[])
         self.attention_source.data = dict(x=[], y=[], w=[], head=[], q=[], k=[])
         self._grid_shape = None
+        self._drawn_steps, self._drawn_attention = None, None
         self.sample.object = self.alt.object = ""
         self.following = True
+
+    def _draw_if_shown(self) -> None:
+        """While the learner looks at another view, the charts wait (`catch_up` draws them on return): the page
+        would otherwise lay out the hidden charts at every draw, and its clicks would queue behind that."""
+        if self.panel.visible:
+            self._draw()
+        else:
+            self.stale = True
 
     @patches_bokeh
     def _draw(self, force: bool = False) -> None:
@@ -350,8 +361,16 @@ class TrainView(View):
             return
         self._last_draw = time.monotonic()
         self.charts.visible = True
+        text = run.status()
+        self.status.object = f"<div role='status' class='pg-summary'>{esc(text)}</div>"
+        if self.following:
+            self._set_step(run.step_count)
+        self._draw_attention()
         h = run.history()
         steps = h["eval_step"].tolist()
+        if not force and not run.finished and steps == self._drawn_steps:
+            return  # no evaluation since the last draw: the curves are as they were
+        self._drawn_steps = steps
         self.loss_source.data = dict(step=steps, train=_finite(h["eval_train_loss"]), val=_finite(h["val_loss"]))
         self.measure_source.data = dict(step=steps, measure=_finite(h["measure"]))
         self.measure_fig.title.text = run.task.measure_name
@@ -367,11 +386,6 @@ class TrainView(View):
                 head=[f"layer {i} · head {j}" for i in range(layers) for j in range(heads)],
                 color=[HEAD_COLORS[(i * heads + j) % len(HEAD_COLORS)] for i in range(layers) for j in range(heads)])
         self.step_input.end = run.settings.steps
-        if self.following:
-            self._set_step(run.step_count)
-        self._draw_attention()
-        text = run.status()
-        self.status.object = f"<div role='status' class='pg-summary'>{esc(text)}</div>"
         if force or run.finished:
             self._text_alternative(run, h)
             try:
@@ -388,6 +402,9 @@ class TrainView(View):
             return
         earlier = [c for c in run.checkpoint_steps if c <= int(self.step_input.value)]
         step = earlier[-1] if earlier else run.checkpoint_steps[0]  # the checkpoint the model is taken from
+        if (run, step) == self._drawn_attention:
+            return  # the same checkpoint as the grid shows
+        self._drawn_attention = (run, step)
         for marker in self.markers:
             marker.location = step
         attention = run.attention(step)  # (L, H, T, T)
@@ -431,7 +448,8 @@ class TrainView(View):
         self.numbers.tables["role scores now"] = (["head", *[ROLE_TITLES[r] for r in ROLE_NAMES]], role_rows)
 
     def update(self, *_: object) -> None:
-        """Nothing follows the prompt here: the view draws its own run."""
+        """Nothing follows the prompt here: the view draws its own run (and catches up with it when shown)."""
+        self._draw()
 
 
 def _finite(values: np.ndarray) -> list[float]:
