@@ -88,11 +88,15 @@ class Vocabulary:
     The shipped and lesson models' word tokenizers show their words as they are. A character or BPE tokenizer
     shows each token readably (a BPE token's leading-space mark as a space, a byte token as its character)."""
 
-    def __init__(self, tokenizer: Any) -> None:
+    def __init__(self, tokenizer: Any, n_vocab: int | None = None) -> None:
         self.tokenizer = tokenizer
         self.words = isinstance(tokenizer, slm.WordTokenizer)
         self.vocab = list(tokenizer.vocab) if self.words else [tokenizer.token_text(i)
                                                                 for i in range(len(tokenizer.vocab))]
+        # A checkpoint may have more embedding rows than its tokenizer has tokens (nanoGPT pads GPT-2's 50,257
+        # to 50,304): those ids have no text, but the model can still predict them.
+        self.n_text = len(self.vocab)
+        self.vocab += [f"<unused {i}>" for i in range(self.n_text, n_vocab or 0)]
         self.index: dict[str, int] = {}
         for i, text in enumerate(self.vocab):
             self.index.setdefault(text, i)  # two ids may look alike (e.g. a byte and a merged token): first wins
@@ -110,7 +114,7 @@ class Vocabulary:
         return self.tokenizer.encode(text)
 
     def decode(self, ids: Any) -> str:
-        return self.tokenizer.decode([int(i) for i in ids])
+        return self.tokenizer.decode([int(i) for i in ids if int(i) < self.n_text])  # an unused id has no text
 
     def lookup(self, text: str) -> int | None:
         """The id of a token a learner typed: its shown text, or else the text as one token of the tokenizer
@@ -131,7 +135,7 @@ def vocabulary_for(model: slm.Model) -> Vocabulary:
         raise ValueError("this model was saved without a tokenizer, so the playground cannot read a prompt with it")
     cached = getattr(model, "_playground_vocabulary", None)
     if cached is None:
-        cached = model._playground_vocabulary = Vocabulary(model.tokenizer)  # a 32k-token vocabulary: build once
+        cached = model._playground_vocabulary = Vocabulary(model.tokenizer, model.cfg.n_vocab)  # 32k: build once
     return cached
 
 

@@ -130,6 +130,7 @@ class PlaygroundState(param.Parameterized):
     run_note = param.String(default="", doc="What `trace` shows when it is not the prompt's own run (show_run)")
     generated = param.List(default=[], doc="Streamed (token, probability) pairs")
     generating = param.Boolean(default=False)
+    generate_problem = param.String(default="", doc="Why the last generation stopped early, for the learner")
     models_changed = param.Integer(default=0, doc="Counts changes of the registry (a model trained or loaded)")
 
     def __init__(self, **params: Any) -> None:
@@ -349,7 +350,7 @@ class PlaygroundState(param.Parameterized):
         if self.generating:
             return
         self._stop_requested = False
-        self.param.update(generating=True, generated=[])
+        self.param.update(generating=True, generated=[], generate_problem="")
         self._generated_ids = []
         model, tokenizer = self.model, self.tokenizer
         end = tokenizer.index.get(END)
@@ -367,6 +368,8 @@ class PlaygroundState(param.Parameterized):
                 await asyncio.sleep(STEP_DELAY)  # let the page draw the token and hear a Stop click
                 if self._stop_requested:
                     break
+        except Exception as exc:  # noqa: BLE001 - shown in the Generate view, not lost in a console
+            self.generate_problem = f"Generation stopped: {exc}"
         finally:
             self.generating = False
 

@@ -486,3 +486,31 @@ def test_share_fields_and_svg_charts():
     assert "charts=png" in app.chart_format.object
     app.state.prompt = "the dog"  # the link follows the state
     assert "prompt=the+dog" in app.share_link.value
+
+
+def test_a_model_with_more_rows_than_its_tokenizer_has_tokens_generates(state):
+    """Checkpoints pad the embedding past the tokenizer (nanoGPT: 50,304 rows for GPT-2's 50,257 tokens). An id
+    without text is shown as unused and left out of the text; it never stops the stream."""
+    tokenizer = slm.tokenizer.CharTokenizer(list("abc "))
+    cfg = slm.Config(n_vocab=40, n_ctx=16, n_model=8, n_heads=2, n_layers=1, positions="rope")
+    model = slm.Model.init(cfg, seed=0)  # random: most of its 40 ids have no text
+    model.tokenizer = tokenizer
+    state.add_model(model, "loaded")
+    state.param.update(prompt="abc", max_new_tokens=8, temperature=0.0)
+    run(state.generate())
+    assert state.generate_problem == "" and len(state.generated) == 8
+    shown = [token for token, _ in state.generated]
+    unused = [t for t in shown if t.startswith("<unused ")]
+    assert unused and all(t in ("a", "b", "c", "␣") or 4 <= int(t[8:-1]) < 40 for t in shown), shown
+    assert len(state.continuation_text()) == 8 - len(unused)
+
+
+def test_a_failing_generation_says_why_in_the_generate_view(state, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("the weights are not finite")
+        yield
+
+    monkeypatch.setattr(slm, "generate", broken)
+    run(state.generate())
+    assert not state.generating and state.generate_problem == "Generation stopped: the weights are not finite"
+    assert "Generation stopped: the weights are not finite" in stream_html("x", [], False, state.generate_problem)

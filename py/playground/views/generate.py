@@ -8,7 +8,7 @@ from ..state import PlaygroundState
 from .common import View, caption, esc, title, wrap_row
 
 
-def stream_html(prompt: str, generated: list[tuple[str, float]], running: bool) -> str:
+def stream_html(prompt: str, generated: list[tuple[str, float]], running: bool, problem: str = "") -> str:
     """The prompt (grey) followed by the generated tokens, each shaded by the probability the model gave it, with
     the value in the hover title. Everything is escaped: a prompt is text, never markup."""
     spans = [f"<span class='pg-prompt'>{esc(prompt) or '<i>(empty prompt: starting from &lt;start&gt;)</i>'}</span>"]
@@ -18,7 +18,8 @@ def stream_html(prompt: str, generated: list[tuple[str, float]], running: bool) 
                      f"data-prob='{prob:.4f}'>{esc(token)}</span>")
     if running:
         spans.append("<span class='pg-cursor'>▍</span>")
-    return f"<div class='pg-stream' id='pg-stream'>{' '.join(spans)}</div>"
+    note = f"<p class='pg-summary' role='status'>{esc(problem)}</p>" if problem else ""
+    return f"<div class='pg-stream' id='pg-stream'>{' '.join(spans)}</div>{note}"
 
 
 class GenerateView(View):
@@ -46,7 +47,8 @@ class GenerateView(View):
         self.use_help.styles = {"flex": "1 1 280px"}
         # Always up to date, shown or not (unlike the other views): Generate and Enter work from every view, and
         # the stream is one small HTML pane.
-        pn.bind(self.update, state.param.generated, state.param.generating, state.param.prompt, watch=True)
+        pn.bind(self.update, state.param.generated, state.param.generating, state.param.prompt,
+                state.param.generate_problem, watch=True)
         self.panel = pn.Column(
             title("Generate"),
             caption("Type a prompt and press <b>Enter</b> or <b>Generate</b>. The model predicts a distribution for "
@@ -61,5 +63,5 @@ class GenerateView(View):
 
     def update(self, *_: object) -> None:
         state = self.state
-        self.output.object = stream_html(state.prompt, state.generated, state.generating)
+        self.output.object = stream_html(state.prompt, state.generated, state.generating, state.generate_problem)
         self.use.disabled = state.generating or not state.generated
