@@ -168,6 +168,10 @@ def test_sharded_zip_and_mapping_sources(tmp_path, llama_tokenizer):
         assert ours.meta["name"] in ("tiny-llama", "tiny")
         np.testing.assert_allclose(ours.forward(tokens).logits, expected, atol=1e-4, rtol=0)
         assert all(np.array_equal(ours.params[k], v) for k, v in reference.params.items())
+    # loose files (a picker's selection) carry no folder name: the architecture and size name the model
+    loose = slm.load({name.split("/")[-1]: data for name, data in files.items()})
+    cfg = loose.cfg
+    assert loose.meta["name"] == f"llama {cfg.n_layers}x{cfg.n_heads} d{cfg.n_model}"
 
 
 def test_gpt2_vocab_and_merges_instead_of_tokenizer_json(tmp_path, gpt2_tokenizer):

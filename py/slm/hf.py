@@ -40,11 +40,11 @@ class CheckpointFiles:
         if isinstance(source, Mapping):
             self._mapping = source
             full = list(source)
-            self.label = label or _common_folder(full) or "model"
+            self.label = label or _common_folder(full)  # loose files: no name of their own
         elif isinstance(source, bytes | bytearray | memoryview):
             self._zip = _open_zip(io.BytesIO(source), label or "the zip")
             full = [i.filename for i in self._zip.infolist() if not i.is_dir()]
-            self.label = label or _common_folder(full) or "model"
+            self.label = label or _common_folder(full)
         elif isinstance(source, str | os.PathLike) and Path(source).is_dir():
             self._folder = Path(source)
             full = [p.name for p in self._folder.iterdir() if p.is_file()]
@@ -359,12 +359,18 @@ def load_checkpoint(source: Any, name: str | None = None) -> Model:
                          f"{cfg.n_vocab}: they are not from the same checkpoint")
     params, dtypes = _read_weights(files, cfg, hf_config["model_type"])
     architecture = ARCHITECTURES[hf_config["model_type"]]
-    meta = {"name": name or files.label,
+    meta = {"name": name or files.label or _default_name(hf_config, cfg),
             "source": f"Hugging Face {architecture} ({', '.join(DTYPE_NAMES[d] for d in sorted(dtypes))} safetensors)"}
     for key in ("bos_token_id", "eos_token_id"):
         if hf_config.get(key) is not None:
             meta[key] = hf_config[key]
     return Model(cfg, params, meta, tokenizer)
+
+
+def _default_name(hf_config: dict[str, Any], cfg: Config) -> str:
+    """A name for loose files: the hub name the checkpoint was saved from, else its architecture and size."""
+    saved_from = str(hf_config.get("_name_or_path") or "").rstrip("/").rsplit("/", 1)[-1]
+    return saved_from or f"{hf_config['model_type']} {cfg.n_layers}x{cfg.n_heads} d{cfg.n_model}"
 
 
 def _read_weights(files: CheckpointFiles, cfg: Config, model_type: str) -> tuple[dict[str, np.ndarray], set[str]]:
