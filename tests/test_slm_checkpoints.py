@@ -186,11 +186,13 @@ def test_npz_round_trip_keeps_the_tokenizer_and_dtype(tmp_path, llama_tokenizer)
     save(make_llama("mha-tied"), llama_tokenizer, tmp_path)
     ours = slm.load(tmp_path, name="my llama")
     assert ours.meta["name"] == "my llama"
-    buffer = io.BytesIO()
+    buffer, plain = io.BytesIO(), io.BytesIO()
     ours.save(buffer)
+    ours.save(plain, compress=False)  # as the page keeps models: the same file, without zlib
+    assert zipfile.ZipFile(plain).infolist()[0].compress_type == zipfile.ZIP_STORED
     (tmp_path / "mine.npz").write_bytes(buffer.getvalue())
     text = "Lily's ball 😀\n"
-    for source in (buffer.getvalue(), tmp_path / "mine.npz", {"mine.npz": buffer.getvalue()}):
+    for source in (buffer.getvalue(), tmp_path / "mine.npz", {"mine.npz": buffer.getvalue()}, plain.getvalue()):
         again = slm.load(source)
         assert again.meta["name"] == "my llama" and again.dtype == np.float32
         assert again.tokenizer.encode(text) == ours.tokenizer.encode(text)

@@ -69,10 +69,11 @@ def load_files(files: dict[str, bytes]) -> slm.Model:
     return model
 
 
-def model_bytes(model: slm.Model) -> bytes:
-    """The model as its .npz file (docs/slm.md), to download or to keep in the page's storage."""
+def model_bytes(model: slm.Model, compress: bool = True) -> bytes:
+    """The model as its .npz file (docs/slm.md), to download or (uncompressed: zlib in wasm takes seconds for a
+    model of tens of MB, and holds the page's one Python thread) to keep in the page's storage."""
     out = io.BytesIO()
-    model.save(out)
+    model.save(out, compress=compress)
     return out.getvalue()
 
 
@@ -121,7 +122,7 @@ class Shelf(param.Parameterized):
                                   "a sandboxed frame), so the model lasts until the page closes: download it to "
                                   "keep it.")
                 return
-            await shop.put(name, model_bytes(model), name)
+            await shop.put(name, model_bytes(model, compress=False), name)
             self.param.update(stored=await shop.list(), status=f"{done} Kept in this browser's storage: a reload "
                               "keeps it.")
         except Exception as exc:  # noqa: BLE001 - quota, a private window: say so, the model stays loaded

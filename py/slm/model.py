@@ -475,14 +475,15 @@ class Model:
 
     # ---- saving and loading: one .npz of arrays, the config, meta data and tokenizer as JSON (docs/slm.md) ----
 
-    def save(self, path: str | os.PathLike | io.IOBase) -> None:
+    def save(self, path: str | os.PathLike | io.IOBase, compress: bool = True) -> None:
+        """One .npz file; `compress=False` writes it faster (trained weights shrink by only ~10 %)."""
         arrays = dict(self.params)
         arrays["__config__"] = np.array(self.cfg.to_json())
         arrays["__meta__"] = np.array(json.dumps(self.meta, sort_keys=True))
         if self.tokenizer is not None and not (
                 isinstance(self.tokenizer, WordTokenizer) and self.meta.get("vocab") == self.tokenizer.vocab):
             arrays["__tokenizer__"] = np.array(json.dumps(self.tokenizer.to_json(), sort_keys=True))
-        np.savez_compressed(path, **arrays)
+        (np.savez_compressed if compress else np.savez)(path, **arrays)
 
     @classmethod
     def load(cls, source: str | os.PathLike | bytes | io.IOBase) -> Model:
