@@ -111,7 +111,8 @@ class Shelf(param.Parameterized):
             return
         name = self.state.add_model(model, "loaded")
         self.busy = False
-        await self.keep(name, model, f"Loaded {name} ({slm.count_params(model.cfg) / 1e6:.2f}M parameters).")
+        await self.keep(name, model, f"{name} ({slm.count_params(model.cfg) / 1e6:.2f}M parameters) is now the model "
+                        "of every view.")
 
     async def keep(self, name: str, model: slm.Model, done: str) -> None:
         """Put a model in the page's storage (when it has one) and say what happened."""

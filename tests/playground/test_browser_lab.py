@@ -78,7 +78,7 @@ def test_your_models_loads_an_npz_and_refuses_a_broken_file(page, app_url, tmp_p
     open_app(page, app_url, "view=models&model=lesson")
     picker = page.locator("input[type=file]").first
     picker.set_input_files(str(good))
-    expect(page.get_by_text("Loaded loaded: tiny chars", exact=False)).to_be_visible(timeout=20_000)
+    expect(page.get_by_text("loaded: tiny chars (", exact=False)).to_be_visible(timeout=20_000)
     assert model_choice(page) == "loaded: tiny chars"
     page.get_by_role("radio", name="Attention", exact=True).check()
     page.wait_for_timeout(500)

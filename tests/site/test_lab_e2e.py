@@ -1,6 +1,7 @@
 """The training lab and own models end to end, with a real wasm NumPy (PYODIDE_PACKAGES), in every engine: the three
 tasks train from a link; the trained model joins the selector and survives a reload (IndexedDB); a GPT-2 checkpoint
-made here by `transformers` is dropped on the page, every view draws on it and Generate streams.
+made here by `transformers` is dropped on the page and a Llama one goes through the file picker; every view draws
+on each and Generate streams.
 Screenshots: artifacts/site/<engine>-lab-*.png.
 """
 
@@ -110,10 +111,40 @@ def gpt2_checkpoint(tmp_path: Path) -> list[list[str]]:
     return [[p.name, base64.b64encode(p.read_bytes()).decode()] for p in sorted(folder.iterdir()) if p.is_file()]
 
 
+def llama_checkpoint(tmp_path: Path) -> list[list[str]]:
+    """A Llama with grouped-query attention whose embedding has more rows than its tokenizer has tokens (as padded
+    checkpoints do), its tokenizer a byte-fallback BPE."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from test_slm_bpe import llama_style
+
+    torch.manual_seed(1)
+    tokenizer = llama_style(legacy=True, vocab_size=400)
+    cfg = transformers.LlamaConfig(vocab_size=tokenizer.get_vocab_size() + 7, hidden_size=32, intermediate_size=64,
+                                   num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                   max_position_embeddings=64, bos_token_id=1, eos_token_id=2)
+    folder = tmp_path / "tiny-llama"
+    transformers.LlamaForCausalLM(cfg).eval().save_pretrained(folder)
+    tokenizer.save(str(folder / "tokenizer.json"))
+    return [[p.name, base64.b64encode(p.read_bytes()).decode()] for p in sorted(folder.iterdir()) if p.is_file()]
+
+
+def every_view_then_generate(page: Page, shot: str) -> None:
+    """Each view shown on the loaded model (the worker answers each), then Generate streams."""
+    for label in ("Attention", "Residual stream", "Next token", "Heads", "Patching", "Model map"):
+        page.click("label", label)
+        page.wait_js("document.body.dataset.worker !== 'busy'", timeout_s=60)
+    page.screenshot(f"{shot}-map")
+    assert page.evaluate(TOKENS_JS) == 0  # a new model clears the last model's continuation
+    page.click("button", "Generate")
+    page.wait_js(f"() => ({TOKENS_JS})() >= 3", timeout_s=60)
+    page.screenshot(f"{shot}-generated")
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 def test_three_tasks_train_the_model_is_kept_and_a_dropped_checkpoint_runs(engines: Engines, engine: str,
                                                                            vendored_site: Path, tmp_path: Path) -> None:
-    files = gpt2_checkpoint(tmp_path)
+    files, llama = gpt2_checkpoint(tmp_path), llama_checkpoint(tmp_path)
     with hosted(vendored_site, "plain") as url, engines.page(engine) as page:
         for task, steps in (("grammar", 20), ("text", 20), ("repeat", 40)):
             if task == "text":
@@ -156,13 +187,18 @@ def test_three_tasks_train_the_model_is_kept_and_a_dropped_checkpoint_runs(engin
         except AssertionError:
             page.screenshot("lab-load-stuck")
             raise AssertionError(f"{engine}: not loaded: {status(page)!r}") from None
-        for label in ("Attention", "Residual stream", "Next token", "Heads", "Patching", "Model map"):
-            page.click("label", label)
-            page.wait_js("document.body.dataset.worker !== 'busy'", timeout_s=60)
-        page.screenshot("lab-loaded-map")
-        page.click("button", "Generate")
-        page.wait_js(f"() => ({TOKENS_JS})() >= 3", timeout_s=60)
-        page.screenshot("lab-loaded-generated")
+        every_view_then_generate(page, "lab-loaded")
+        # a Llama through "Load a model…" (the file picker), in every engine; loose files are named by their shape
+        page.click("label", "Your models")
+        page.wait_js(f"() => !!({FIND_JS})('input[type=file][accept*=npz]')", timeout_s=60)
+        assert page.evaluate(DROP_JS, llama, True) == len(llama)
+        try:
+            page.wait_js(f"() => ({MODELS_JS})()?.value === 'loaded: llama 2x4 d32'", timeout_s=120)
+        except AssertionError:
+            page.screenshot("lab-llama-stuck")
+            raise AssertionError(f"{engine}: the Llama did not load: {status(page)!r}") from None
+        every_view_then_generate(page, "lab-llama")
+        assert "Generation stopped" not in status(page)
         assert page.evaluate("document.body.dataset.error") is None, page.text("#error")
         assert page.errors() == [], page.errors()
 

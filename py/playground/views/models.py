@@ -6,6 +6,8 @@ Files come from the picker here or from a drop anywhere on the page (playground.
 
 from __future__ import annotations
 
+import asyncio
+
 import io
 
 import panel as pn
@@ -33,7 +35,8 @@ class ModelsView(View):
         self.picker = pn.widgets.FileInput(label="Load a model…", multiple=True, accept=ACCEPT,
                                            sizing_mode="stretch_width", max_width=520, margin=(4, 10),
                                            css_classes=["pg-file"], description=None)
-        self.picker.param.watch(self._on_pick, "value")
+        self.picker.param.watch(self._on_pick, ["value", "filename"])
+        self._picking = False
         self.status = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width")
         self.table = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width")
         self.note = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width")
@@ -56,12 +59,23 @@ class ModelsView(View):
             name="Your models", sizing_mode="stretch_width",
         )
 
-    async def _on_pick(self, event: object) -> None:
+    async def _on_pick(self, *events: object) -> None:
+        # A pick changes value, filename and mime_type one after another (each change calls this): the files are
+        # read once, on the next turn of the loop, when all three have arrived.
+        if self._picking:
+            return
+        self._picking = True
+        try:
+            await asyncio.sleep(0)
+        finally:
+            self._picking = False
         values, names = self.picker.value, self.picker.filename
         if not values:
             return
         if not isinstance(values, list):
             values, names = [values], [names]
+        if not isinstance(names, list) or len(names) != len(values):
+            return  # the names are still on their way: their own change reads the pick
         await self.shelf.receive(dict(zip(names, values, strict=True)))
 
     def _on_shelf(self, *_: object) -> None:

@@ -64,23 +64,31 @@ export async function startWorker(worker, manifest, mainJs, hold, fallbacks, hoo
   let jsdoc = null;
   let patching = 0;
 
-  const sendChange = (event) => {
-    if ((event.setter_id != null && event.setter_id === "py") || patching > 0) return;
-    if (busy) {
-      // Held until the worker is idle, in order: a Generate click must not overtake the prompt typed just before
-      // it. A property change replaces an older change of the same property, unless a click or another event
-      // stands between them.
-      if (event.model && event.attr) {
-        const barrier = queue.findLastIndex((e) => !(e.model && e.attr)) + 1;
-        const same = (e) => e.model === event.model && e.attr === event.attr;
-        queue = [...queue.slice(0, barrier), ...queue.slice(barrier).filter((e) => !same(e))];
-      }
-      queue.push(event);
-      return;
-    }
+  let flushing = false;
+  const flush = () => {
+    flushing = false;
+    if (busy || !queue.length) return;
     busy = true;
     body.dataset.worker = "busy"; // until 'idle' with nothing held: tests wait for the answer to a click
-    worker.postMessage(M.patch(jsdoc.create_json_patch([event])));
+    worker.postMessage(M.patch(jsdoc.create_json_patch(queue)));
+    queue = [];
+  };
+  const sendChange = (event) => {
+    if ((event.setter_id != null && event.setter_id === "py") || patching > 0) return;
+    // Held until the worker is idle, in order: a Generate click must not overtake the prompt typed just before
+    // it. A property change replaces an older change of the same property, unless a click or another event
+    // stands between them.
+    if (event.model && event.attr) {
+      const barrier = queue.findLastIndex((e) => !(e.model && e.attr)) + 1;
+      const same = (e) => e.model === event.model && e.attr === event.attr;
+      queue = [...queue.slice(0, barrier), ...queue.slice(barrier).filter((e) => !same(e))];
+    }
+    queue.push(event);
+    // The changes one widget makes at once (a file input's value, filename and mime_type) go in one patch.
+    if (!busy && !flushing) {
+      flushing = true;
+      queueMicrotask(flush);
+    }
   };
 
   worker.onmessage = async (event) => {
@@ -132,12 +140,10 @@ export async function startWorker(worker, manifest, mainJs, hold, fallbacks, hoo
     } else if (msg.type === MSG.VIEWS_BUILT) {
       body.dataset.views = "built";
     } else if (msg.type === MSG.IDLE) {
+      busy = false;
       if (queue.length) {
-        const patch = jsdoc.create_json_patch(queue);
-        queue = [];
-        worker.postMessage(M.patch(patch));
+        flush();
       } else {
-        busy = false;
         body.dataset.worker = "idle";
       }
     } else if (msg.type === MSG.PATCH) {
