@@ -145,8 +145,18 @@ def own_run(browser, url: str, files: list[list[str]]) -> dict:
         page.wait_for_timeout(20)
     firsts = [(t, n) for t, n in seen if n > 0]
     generation = (firsts[-1][1] - 1) / (firsts[-1][0] - firsts[0][0]) if len(firsts) > 1 else 0.0
+    heap = wasm_heap(page)
     context.close()
-    return {"shown_s": shown, "edit_s": statistics.median(edits), "tokens_per_s": generation}
+    return {"shown_s": shown, "edit_s": statistics.median(edits), "tokens_per_s": generation, "heap_mb": heap}
+
+
+def wasm_heap(page) -> float | None:
+    """The app worker's wasm memory in MB (it only grows: the peak of the visit), read in the worker itself."""
+    for worker in page.workers:
+        size = worker.evaluate("() => self.sitePyodide ? self.sitePyodide._module.HEAP8.buffer.byteLength : null")
+        if size:
+            return size / 1e6
+    return None
 
 
 def main() -> None:
@@ -184,7 +194,8 @@ def main() -> None:
     print("\n| own model, 15M Llama shape (Chromium) | median |")
     print("|---|---|")
     for key, what in (("shown_s", "drop to the model shown, s"), ("edit_s", "prompt edit to views updated, s"),
-                      ("tokens_per_s", "Generate, tokens per second")):
+                      ("tokens_per_s", "Generate, tokens per second"),
+                      ("heap_mb", "wasm heap after all that, MB")):
         print(f"| {what} | {med(owns, key)} |")
     print(f"\nruns: {args.runs}; lab rows: {labs}; own rows: {owns}")
 
