@@ -69,11 +69,10 @@ def load_files(files: dict[str, bytes]) -> slm.Model:
     return model
 
 
-def model_bytes(model: slm.Model, compress: bool = True) -> bytes:
-    """The model as its .npz file (docs/slm.md), to download or (uncompressed: zlib in wasm takes seconds for a
-    model of tens of MB, and holds the page's one Python thread) to keep in the page's storage."""
+def model_bytes(model: slm.Model) -> bytes:
+    """The model as its .npz file (docs/slm.md), to download."""
     out = io.BytesIO()
-    model.save(out, compress=compress)
+    model.save(out)
     return out.getvalue()
 
 
@@ -109,6 +108,9 @@ class Shelf(param.Parameterized):
         except (LoadError, MemoryError) as exc:
             self.param.update(busy=False, status=f"Not loaded: {exc} The model shown before is still loaded.")
             return
+        # The model holds copies of the weights: the files' bytes can go before keep() writes another copy (the
+        # wasm heap never shrinks, so the peak is what the page keeps).
+        files.clear()
         name = self.state.add_model(model, "loaded")
         self.busy = False
         await self.keep(name, model, f"{name} ({slm.count_params(model.cfg) / 1e6:.2f}M parameters) is now the model "
@@ -123,7 +125,11 @@ class Shelf(param.Parameterized):
                                   "a sandboxed frame), so the model lasts until the page closes: download it to "
                                   "keep it.")
                 return
-            await shop.put(name, model_bytes(model, compress=False), name)
+            # Uncompressed: zlib in wasm takes seconds for tens of MB and holds the page's one Python thread. The
+            # buffer itself, not a copy of it (getvalue): one copy of the weights fewer at the peak.
+            out = io.BytesIO()
+            model.save(out, compress=False)
+            await shop.put(name, out.getbuffer(), name)
             self.param.update(stored=await shop.list(), status=f"{done} Kept in this browser's storage: a reload "
                               "keeps it.")
         except Exception as exc:  # noqa: BLE001 - quota, a private window: say so, the model stays loaded
