@@ -109,6 +109,15 @@ _IDLE = HookRun()  # the hooks of a block nothing reads: stateless, so one serve
 _NORM_HOOKS = {"norm1": "ln1", "norm2": "ln2", "norm_f": "ln_final"}  # slm's parameter names, TL's hook names
 
 
+def _row_index(rows: np.ndarray | None) -> np.ndarray | slice | None:
+    """How to take `rows` (output_positions) from a pos axis: one row as a slice, whose view costs a tenth of the
+    copy an index array makes (a patching run's last block takes the metric's row from four arrays)."""
+    if rows is None or rows.size != 1:
+        return rows
+    row = int(rows[0])
+    return slice(row, row + 1)
+
+
 class _Pass(NamedTuple):
     """What one forward pass computed (tok, pos and x are None when it started past the embedding)."""
 
@@ -155,6 +164,12 @@ class Model:
         self._sinusoids = (
             layers.sinusoidal_positions(cfg.n_ctx, cfg.n_model).astype(self.dtype)
             if cfg.positions == "sinusoidal"
+            else None
+        )
+        # RoPE's cos and sin of every position, computed once: the same numbers rope() would compute per call.
+        self._rope_table = (
+            layers.rope_table(np.arange(cfg.n_ctx), cfg.head_size, cfg.rope_base, cfg.rope_scale)
+            if cfg.positions == "rope"
             else None
         )
 
@@ -265,12 +280,14 @@ class Model:
             lengths = self._check_lengths(lengths, shape, True, None)
         if output_positions is not None:
             output_positions = self._check_positions(output_positions, shape[1], "output_positions")
-        return self._pass(run, ids, resid, lengths, None, start_at_layer, stop_at_layer, output_positions).out
+        return self._pass(run, ids, resid, lengths, None, start_at_layer, stop_at_layer, output_positions,
+                          keep_layers=False).out
 
     def _pass(
         self, hooks: HookRun, ids: np.ndarray | None, resid: np.ndarray | None, lengths: np.ndarray | None,
         cache: KVCache | None, start_at_layer: int | None, stop_at_layer: int | None,
         output_positions: np.ndarray | None = None, logit_positions: np.ndarray | None = None,
+        keep_layers: bool = True,  # False: no LayerTrace in the result (run_with_hooks needs only its output)
     ) -> _Pass:
         cfg, at = self.cfg, hooks.point
         if cache is not None and not cfg.causal:
@@ -299,8 +316,13 @@ class Model:
             rows = output_positions if i == blocks[-1] else None  # earlier blocks: every row feeds later keys
             # A block nothing hooks runs without the per-point calls (most of a patching run's blocks).
             block_hooks = _IDLE if hooks.quiet(f"blocks.{i}.") else hooks
-            layer_traces.append(self._block(i, resid, positions, mask, cache, block_hooks, rows))
-            resid = layer_traces[-1].y
+            block = self._block(i, resid, positions, mask, cache, block_hooks, rows)
+            resid = block.y
+            if keep_layers:
+                layer_traces.append(block)
+            # Unless kept, a block's values go before the next block runs: holding them took a T = 6 patching grid
+            # from 0.78 to 0.95 MB at its peak, past which glibc may return the heap and fault it back in each call.
+            del block
         if output_positions is not None and not blocks:
             resid = resid[..., output_positions, :]
         if cache is not None:
@@ -319,9 +341,9 @@ class Model:
         b = f"blocks.{i}"
 
         def at(name: str, value: np.ndarray) -> np.ndarray:
-            return hooks.point(f"{b}.{name}", value, rows)
+            return value if hooks.idle else hooks.point(f"{b}.{name}", value, rows)
 
-        x_out = x if rows is None else x[..., rows, :]  # the rows this block's output keeps (output_positions)
+        x_out = x if rows is None else x[..., _row_index(rows), :]  # the rows this block's output keeps
         if self.cfg.norm_placement == "pre":  # h = x + Attn(N1(x));  y = h + FFN(N2(h))
             attn_in = self.norm(f"{b}.norm1", x, hooks)
             q, k, v, att, head_out, attn_out = self._attention(i, attn_in, positions, mask, cache, hooks, rows)
@@ -352,23 +374,26 @@ class Model:
             # slm keeps heads before positions (..., H, T, k); hooks see TransformerLens's (..., T, H, k). Both are
             # views of one array, so an in-place edit in a hook is seen by the pass. A point nothing reads is
             # skipped: the swaps cost more than the small model's matmuls.
+            if hooks.idle:
+                return value
             name = f"{a}.{name}"
             if not hooks.wants(name):
                 return value
-            return np.swapaxes(hooks.point(name, np.swapaxes(value, -3, -2), rows), -3, -2)
+            return hooks.point(name, value.swapaxes(-3, -2), rows).swapaxes(-3, -2)
 
         # Keys and values at every position; queries (and all that follows) only at `rows` when given.
-        x_q, q_positions = (x, positions) if rows is None else (x[..., rows, :], positions[rows])
+        take = _row_index(rows)
+        x_q, q_positions = (x, positions) if rows is None else (x[..., take, :], positions[take])
         q = heads("hook_q", layers.split_heads(self._linear(x_q, a, "q"), cfg.n_heads))
         k = heads("hook_k", layers.split_heads(self._linear(x, a, "k"), cfg.n_kv_heads), None)  # GQA: g heads
         v = heads("hook_v", layers.split_heads(self._linear(x, a, "v"), cfg.n_kv_heads), None)
         if cfg.positions == "rope":
-            q = heads("hook_rot_q", layers.rope(q, q_positions, cfg.rope_base, cfg.rope_scale))
-            k = heads("hook_rot_k", layers.rope(k, positions, cfg.rope_base, cfg.rope_scale), None)
+            q = heads("hook_rot_q", layers.rope(q, q_positions, cfg.rope_base, cfg.rope_scale, self._rope_table))
+            k = heads("hook_rot_k", layers.rope(k, positions, cfg.rope_base, cfg.rope_scale, self._rope_table), None)
         if cache is not None:
             k, v = cache.extend(i, k, v)
         if rows is not None and mask is not None:
-            mask = mask[..., rows, :]
+            mask = mask[..., take, :]
             mask = None if mask.all() else mask  # e.g. the last row of a causal run: nothing to hide
         att = layers.attention(q, k, v, mask, None if hooks.idle else
                                lambda name, value: hooks.point(f"{a}.{name}", value, rows))
@@ -379,7 +404,9 @@ class Model:
         attn_out = head_out.sum(axis=-3)
         if cfg.bias:
             attn_out = attn_out + p[f"{a}.b_o"]
-        return q, k, v, att, head_out, hooks.point(f"blocks.{i}.hook_attn_out", attn_out, rows)
+        if not hooks.idle:
+            attn_out = hooks.point(f"blocks.{i}.hook_attn_out", attn_out, rows)
+        return q, k, v, att, head_out, attn_out
 
     def _feed_forward(self, i: int, x: np.ndarray, hooks: HookRun, rows: np.ndarray | None = None
                       ) -> layers.FeedForward:
@@ -389,6 +416,8 @@ class Model:
             p.get(f"{f}.b_in"), p.get(f"{f}.b_out"), p.get(f"{f}.w_gate"),
             None if hooks.idle else lambda name, value: hooks.point(f"{m}.{name}", value, rows),
         )
+        if hooks.idle:
+            return ffn
         return ffn._replace(out=hooks.point(f"blocks.{i}.hook_mlp_out", ffn.out, rows))
 
     def _linear(self, x: np.ndarray, prefix: str, which: str) -> np.ndarray:
@@ -455,6 +484,12 @@ class Model:
     @staticmethod
     def _check_positions(positions: Any, n: int, what: str) -> np.ndarray:
         """Row indices (T,) from an int or a list of ints in [-n, n), negative counting from the end."""
+        listed = [positions] if type(positions) is int else positions
+        if type(listed) is list and listed and all(type(p) is int for p in listed):
+            # Python ints (a patching run passes one): checked without NumPy's reductions, the same result.
+            if not all(-n <= p < n for p in listed):
+                raise ValueError(f"{what}: {listed} is outside the {n} positions run")
+            return np.array([p % n for p in listed])
         wanted = np.atleast_1d(np.asarray(positions))
         if wanted.ndim != 1 or wanted.size == 0 or wanted.dtype.kind not in "iu":
             raise ValueError(f"{what} must be a position or a non-empty list of positions, got {positions!r}")
