@@ -129,6 +129,20 @@ def llama_checkpoint(tmp_path: Path) -> list[list[str]]:
     return [[p.name, base64.b64encode(p.read_bytes()).decode()] for p in sorted(folder.iterdir()) if p.is_file()]
 
 
+def load_checkpoint(page: Page, files: list[list[str]], picker: bool, loaded_js: str, what: str) -> None:
+    """Files given to the page, dropped or through "Load a model…" (the picker), until the model selector's value
+    passes `loaded_js` (a test appended to it)."""
+    if picker:
+        page.click("label", "Your models")
+        page.wait_js(f"() => !!({FIND_JS})('input[type=file][accept*=npz]')", timeout_s=60)
+    assert page.evaluate(DROP_JS, files, picker) == len(files)
+    try:
+        page.wait_js(f"() => ({MODELS_JS})()?.value{loaded_js}", timeout_s=120)
+    except AssertionError:
+        page.screenshot(f"lab-{what}-stuck")
+        raise AssertionError(f"{page.engine}: the {what} checkpoint did not load: {status(page)!r}") from None
+
+
 def every_view_then_generate(page: Page, shot: str) -> None:
     """Each view shown on the loaded model (the worker answers each), then Generate streams."""
     for label in ("Attention", "Residual stream", "Next token", "Heads", "Patching", "Model map"):
@@ -177,26 +191,10 @@ def test_three_tasks_train_the_model_is_kept_and_a_dropped_checkpoint_runs(engin
         page.wait_js(f"() => ({MODELS_JS})()?.options.some((o) => o.startsWith('trained: repeat'))", timeout_s=60)
         # a checkpoint dropped on the page: loaded, shown, every view draws, Generate streams
         # WebKit gives a synthetic drop no files (a real one has them): there the files go through the picker
-        picker = engine == "webkit"
-        if picker:
-            page.click("label", "Your models")
-            page.wait_js(f"() => !!({FIND_JS})('input[type=file][accept*=npz]')", timeout_s=60)
-        assert page.evaluate(DROP_JS, files, picker) == len(files)
-        try:
-            page.wait_js(f"() => ({MODELS_JS})()?.value?.startsWith('loaded: ')", timeout_s=120)
-        except AssertionError:
-            page.screenshot("lab-load-stuck")
-            raise AssertionError(f"{engine}: not loaded: {status(page)!r}") from None
+        load_checkpoint(page, files, engine == "webkit", "?.startsWith('loaded: ')", "gpt2")
         every_view_then_generate(page, "lab-loaded")
         # a Llama through "Load a model…" (the file picker), in every engine; loose files are named by their shape
-        page.click("label", "Your models")
-        page.wait_js(f"() => !!({FIND_JS})('input[type=file][accept*=npz]')", timeout_s=60)
-        assert page.evaluate(DROP_JS, llama, True) == len(llama)
-        try:
-            page.wait_js(f"() => ({MODELS_JS})()?.value === 'loaded: llama 2x4 d32'", timeout_s=120)
-        except AssertionError:
-            page.screenshot("lab-llama-stuck")
-            raise AssertionError(f"{engine}: the Llama did not load: {status(page)!r}") from None
+        load_checkpoint(page, llama, True, " === 'loaded: llama 2x4 d32'", "llama")
         every_view_then_generate(page, "lab-llama")
         assert "Generation stopped" not in status(page)
         assert page.evaluate("document.body.dataset.error") is None, page.text("#error")
