@@ -7,7 +7,6 @@ Files come from the picker here or from a drop anywhere on the page (playground.
 from __future__ import annotations
 
 import asyncio
-
 import io
 
 import panel as pn
