@@ -7,6 +7,7 @@ is True where attending is allowed.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -95,10 +96,16 @@ def gelu_erf(x: np.ndarray) -> np.ndarray:
 ACTIVATION_FUNCTIONS = {"relu": relu, "gelu": gelu, "gelu_erf": gelu_erf}
 
 
+# Pyodide's NumPy (no BLAS) gains from folding every stack of matrices into one product. CPython folds only
+# stacks of single rows: a stack of (T > 1, n) matrices as one gemm rounds differently from one gemm per matrix
+# (OpenBLAS picks its kernels by size), which changed training's forward pass and so shipped.npz's weights.
+FOLD_EVERY_STACK = sys.platform == "emscripten"
+
+
 def linear(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """x @ w for x (..., n) and w (n, m), the leading axes folded into one: NumPy would run one small product per
-    batch row (a batch of single rows, as patching runs, is ~2.7x slower that way)."""
-    if x.ndim <= 2:
+    """x @ w for x (..., n) and w (n, m), the leading axes folded into one for a stack of single rows: NumPy would
+    run one small product per batch row (a batch of single rows, as patching runs, is ~2.7x slower that way)."""
+    if x.ndim <= 2 or not (FOLD_EVERY_STACK or x.shape[-2] == 1):
         return x @ w
     return (x.reshape(-1, x.shape[-1]) @ w).reshape(*x.shape[:-1], w.shape[-1])
 
