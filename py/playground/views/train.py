@@ -192,11 +192,14 @@ class TrainView(View):
         self.running = True
         self._buttons()
         run = self.run
+        # While the learner looks at another view the charts wait (`catch_up` draws them on return): the page
+        # would otherwise lay out the hidden charts at every draw, and its clicks would queue behind that.
+        draw = self.when_shown(self._draw)
         try:
             while self.running and run is self.run and not run.finished:
                 run.run_for(CHUNK)
                 if time.monotonic() - self._last_draw > REDRAW or run.finished:
-                    self._draw_if_shown()
+                    draw()
                 await asyncio.sleep(0.01)  # the page's other events run here
         except Exception as exc:  # noqa: BLE001 - a failed step must reach the learner, not a console
             self._say(f"Training stopped: {exc}")
@@ -345,14 +348,6 @@ class TrainView(View):
         self._drawn_steps, self._drawn_attention = None, None
         self.sample.object = self.alt.object = ""
         self.following = True
-
-    def _draw_if_shown(self) -> None:
-        """While the learner looks at another view, the charts wait (`catch_up` draws them on return): the page
-        would otherwise lay out the hidden charts at every draw, and its clicks would queue behind that."""
-        if self.panel.visible:
-            self._draw()
-        else:
-            self.stale = True
 
     @patches_bokeh
     def _draw(self, force: bool = False) -> None:
