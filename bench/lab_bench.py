@@ -8,8 +8,9 @@ from Start to the first status line with the measure >= 0.9, steps per second, a
 takes to be answered while it trains; with --text, 100 KB of own text to 20 % below the unigram loss. Own model: a
 random-weight Llama of the 15M TinyStories shape (d 288, 6 layers, 6 heads, vocabulary 32,000, context 256, SwiGLU
 768) saved by `transformers` with a BPE tokenizer trained by `tokenizers`, dropped on the page: seconds from the
-drop to the model shown, a prompt edit (32 tokens) to the views updated, Generate's tokens per second, and the app
-worker's wasm memory at the end. Medians over the runs, each a fresh browser context. Prints a Markdown table.
+drop to the model shown, a prompt edit (32 tokens) to the views updated, Generate's tokens per second, the Patching
+grid and its Stop, and the app worker's wasm memory at the end. Medians over the runs, each a fresh browser
+context. Prints a Markdown table.
 """
 
 from __future__ import annotations
@@ -154,6 +155,7 @@ def own_run(browser, url: str, files: list[list[str]]) -> dict:
         page.wait_for_function("() => document.body.dataset.worker !== 'busy'", timeout=60_000)
         edits.append(time.monotonic() - start)
     print("own model:", {"shown_s": shown, "edits_s": edits}, flush=True)
+    patching, stop = patching_run(page)
     page.get_by_role("radio", name="Generate", exact=True).check()  # a hidden view draws no tokens
     page.wait_for_function("() => document.body.dataset.worker !== 'busy'", timeout=60_000)
     page.get_by_role("button", name="Generate").click()
@@ -174,7 +176,40 @@ def own_run(browser, url: str, files: list[list[str]]) -> dict:
     generation = (firsts[-1][1] - 1) / (firsts[-1][0] - firsts[0][0]) if len(firsts) > 1 else 0.0
     heap = wasm_heap(page)
     context.close()
-    return {"shown_s": shown, "edit_s": statistics.median(edits), "tokens_per_s": generation, "heap_mb": heap}
+    return {"shown_s": shown, "edit_s": statistics.median(edits), "tokens_per_s": generation, "heap_mb": heap,
+            "patching_s": patching, "stop_s": stop}
+
+
+def patching_run(page) -> tuple[float, float]:
+    """The Patching view on the edited prompt (position 3 changed to "girl"; metric logit("was") − logit("time")):
+    seconds from the last setting entered to the complete grid (the settings are entered with both metric words
+    equal, which the view refuses at once); then a changed position restarts the grid, and Stop, pressed a second
+    later, is timed until the page says the grid stopped."""
+    page.get_by_role("radio", name="Patching", exact=True).check()
+    page.wait_for_function("() => document.body.dataset.worker !== 'busy'", timeout=60_000)
+
+    def enter(label: str, value: str) -> None:
+        page.get_by_label(label, exact=True).fill(value)
+        page.get_by_label(label, exact=True).press("Enter")
+        page.wait_for_function("() => document.body.dataset.worker !== 'busy'", timeout=120_000)
+
+    for label, value in (("Metric: logit of", "was"), ("minus logit of", "was"), ("Change position", "3"),
+                         ("to the token", "girl")):
+        enter(label, value)
+    page.get_by_text("The two metric tokens are the same", exact=False).first.wait_for(timeout=30_000)
+    start = time.monotonic()
+    enter("minus logit of", "time")
+    page.get_by_text("Patched run:", exact=False).first.wait_for(timeout=120_000)
+    grid = time.monotonic() - start
+    enter("Change position", "4")
+    page.get_by_text("Running the patches", exact=False).first.wait_for(timeout=30_000)
+    page.wait_for_timeout(1000)
+    start = time.monotonic()
+    page.get_by_role("button", name="Stop", exact=True).click()
+    page.get_by_text("Stopped:", exact=False).first.wait_for(timeout=30_000)
+    stop = time.monotonic() - start
+    print("patching:", {"grid_s": grid, "stop_s": stop}, flush=True)
+    return grid, stop
 
 
 def wasm_heap(page) -> float | None:
@@ -224,6 +259,8 @@ def main() -> None:
     print("|---|---|")
     for key, what in (("shown_s", "drop to the model shown, s"), ("edit_s", "prompt edit to views updated, s"),
                       ("tokens_per_s", "Generate, tokens per second"),
+                      ("patching_s", "Patching tab click to the complete grid (32 tokens), s"),
+                      ("stop_s", "Stop pressed to the grid stopped, s"),
                       ("heap_mb", "wasm heap after all that, MB")):
         print(f"| {what} | {med(owns, key)} |")
     if texts:

@@ -213,3 +213,25 @@ def test_activation_patching_equals_the_hooked_forward_pass_for_every_option(kw,
     for site, value in zip(sites, full, strict=True):
         got = (result.residual if site.kind == "resid" else result.heads)[site.layer, site.index]
         assert got == pytest.approx(value, abs=1e-9), site
+
+
+def test_a_patching_job_in_steps_fills_in_the_same_grid():
+    """PatchingJob with a deadline of 0 runs one patch a step: the grid fills in (NaN until a cell has run, the
+    progress rising by each patch's blocks) and ends equal to the whole grid, which runs each layer as one batch."""
+    cfg = slm.Config(n_vocab=20, n_ctx=16, n_model=16, n_heads=4, n_layers=3, d_ff=32, positions="rope")
+    model = slm.Model.init(cfg, 5)
+    whole = iv.activation_patching(model, CORRUPT, CLEAN, -1, GOOD, BAD)
+    job = iv.PatchingJob(model, CORRUPT, CLEAN, -1, GOOD, BAD)
+    n_cells = whole.residual.size + whole.heads.size
+    missing = np.isnan(job.result.residual).sum() + np.isnan(job.result.heads).sum()
+    assert 0 < missing < n_cells and job.done == 0 and not job.finished  # cells before the change need no run
+    steps, before = 0, -1
+    while not job.finished:
+        job.run_for(0)
+        steps += 1
+        now = np.isnan(job.result.residual).sum() + np.isnan(job.result.heads).sum()
+        assert now == missing - steps and job.done > before
+        before = job.done
+    assert steps == missing and job.done == job.total
+    np.testing.assert_allclose(job.result.residual, whole.residual, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(job.result.heads, whole.heads, rtol=0, atol=1e-12)

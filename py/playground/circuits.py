@@ -159,10 +159,11 @@ def score_columns(scores: dict[str, roles.RoleScore], n_layers: int, n_heads: in
 # ---- patching ----
 
 class PatchRun(NamedTuple):
-    """A patching experiment, ready to draw; `error` says what is missing when it cannot run."""
+    """A patching experiment: its grid is computed by `job` in steps (a large model's takes seconds); `error` says
+    what is missing when it cannot run."""
 
     error: str
-    result: interventions.Patching | None = None
+    job: interventions.PatchingJob | None = None
     target_labels: list[str] | None = None
     source_labels: list[str] | None = None
     changed: int = -1  # the changed position
@@ -171,13 +172,18 @@ class PatchRun(NamedTuple):
     target_ids: list[int] | None = None
     source_trace: slm.Trace | None = None
 
+    @property
+    def result(self) -> interventions.Patching | None:
+        """The grid so far (NaN where a patch has not run yet)."""
+        return None if self.job is None else self.job.result
+
 
 def patch_run(model: slm.Model, tokenizer: slm.WordTokenizer, ids: Sequence[int], labels: Sequence[str],
               position: int, token: str, good: str, bad: str, patch_from: str,
               trace: slm.Trace | None = None) -> PatchRun:
     """Clean = the prompt; corrupted = the prompt with `token` at `position`. patch_from "clean": clean activations
     into the corrupted run (how much of the clean answer each one recovers); "corrupted": the other way. The
-    metric is logit(good) − logit(bad) at the last position."""
+    metric is logit(good) − logit(bad) at the last position. The grid is not run yet: run.job.run_for() runs it."""
     lookup = getattr(tokenizer, "lookup", tokenizer.index.get)  # a Vocabulary also finds " cat" for "cat"
     vocab = {word: lookup(word) for word in (token, good, bad)}
     for word, what in ((token, "The replacement token"), (good, "The first metric token"),
@@ -203,9 +209,9 @@ def patch_run(model: slm.Model, tokenizer: slm.WordTokenizer, ids: Sequence[int]
     else:
         target, source, t_trace, s_trace = list(ids), corrupted, clean_trace, corrupted_trace
         t_labels, s_labels = list(labels), corrupted_labels
-    result = interventions.activation_patching(model, np.asarray(target), np.asarray(source), -1, vocab[good],
-                                               vocab[bad], t_trace, s_trace)
-    return PatchRun("", result, t_labels, s_labels, position, vocab[good], vocab[bad], target, s_trace)
+    job = interventions.PatchingJob(model, np.asarray(target), np.asarray(source), -1, vocab[good], vocab[bad],
+                                    t_trace, s_trace)
+    return PatchRun("", job, t_labels, s_labels, position, vocab[good], vocab[bad], target, s_trace)
 
 
 def patched_trace(model: slm.Model, target_ids: Sequence[int], source_trace: slm.Trace,

@@ -17,6 +17,7 @@ points named as in TransformerLens (see docs/slm.md).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -232,29 +233,80 @@ def activation_patching(model: Model, target: Any, source: Any, position: int, g
     """The metric logit(good) − logit(bad) at `position` of the target prompt, for every patch from the source
     prompt: the residual entering each block at each position, and each head's output. A patch that changes
     nothing (the source's rows equal the target's there, e.g. before the first changed token) is not run: it
-    gives the target's metric."""
-    _check_prompts(target, source)
-    target_trace = model.forward(target) if target_trace is None else target_trace
-    source_trace = model.forward(source) if source_trace is None else source_trace
-    n_layers, n_heads, n_pos = model.cfg.n_layers, model.cfg.n_heads, target_trace.tokens.shape[0]
-    if not -n_pos <= position < n_pos:
-        raise ValueError(f"position {position} is outside the prompt's {n_pos} tokens")
-    base = logit_diff(target_trace, position, good, bad)
-    residual = np.full((n_layers, n_pos), base)
-    heads = np.full((n_layers, n_heads), base)
-    t_in, s_in = block_inputs(target_trace), block_inputs(source_trace)
-    for layer in range(n_layers):
-        # The rows and heads that differ, in one comparison each (an np.array_equal per row and per head added a
-        # few per cent to the grid at T = 6); a NaN counts as a difference, as in array_equal.
-        rows = (t_in[layer] != s_in[layer]).any(axis=-1).nonzero()[0]
-        written = target_trace.layers[layer].head_out, source_trace.layers[layer].head_out  # (H, T, d) each
-        changed = (written[0] != written[1]).any(axis=(-2, -1)).nonzero()[0]
-        chosen = [Site("resid", layer, p) for p in rows.tolist()] + [Site("head", layer, h) for h in changed.tolist()]
-        if chosen:
-            values = _metric_from_layer(model, t_in[layer], layer, patch_hooks(source_trace, chosen), len(chosen),
-                                        position, good, bad)
-            residual[layer, rows], heads[layer, changed] = values[:rows.size], values[rows.size:]
-    return Patching(residual, heads, base, logit_diff(source_trace, position, good, bad))
+    gives the target's metric. PatchingJob computes the same grid in steps."""
+    job = PatchingJob(model, target, source, position, good, bad, target_trace, source_trace)
+    job.run_for(float("inf"))
+    return job.result
+
+
+class PatchingJob:
+    """activation_patching in steps, for a caller that must stay responsive (a page's one Python thread):
+    `run_for(seconds)` runs batches of patches until about that much time has passed, `done` of `total` (in
+    patched blocks, proportional to the work) tells the progress, and `result` holds the grid so far, NaN where a
+    patch has not run yet. Each layer's patches run as batches from that layer on; a batch is sized from the time
+    the last one took."""
+
+    def __init__(self, model: Model, target: Any, source: Any, position: int, good: int, bad: int,
+                 target_trace: Trace | None = None, source_trace: Trace | None = None) -> None:
+        _check_prompts(target, source)
+        self.model, self.good, self.bad = model, good, bad
+        self.target_trace = target_trace = model.forward(target) if target_trace is None else target_trace
+        self.source_trace = source_trace = model.forward(source) if source_trace is None else source_trace
+        n_layers, n_heads, n_pos = model.cfg.n_layers, model.cfg.n_heads, target_trace.tokens.shape[0]
+        if not -n_pos <= position < n_pos:
+            raise ValueError(f"position {position} is outside the prompt's {n_pos} tokens")
+        self.position = position
+        base = logit_diff(target_trace, position, good, bad)
+        self.result = Patching(np.full((n_layers, n_pos), np.nan), np.full((n_layers, n_heads), np.nan), base,
+                               logit_diff(source_trace, position, good, bad))
+        self._inputs = block_inputs(target_trace)
+        s_in = block_inputs(source_trace)
+        self._queue: list[tuple[int, Site]] = []  # (layer, site), in the order they run
+        for layer in range(n_layers):
+            # The rows and heads that differ, in one comparison each (an np.array_equal per row and per head added
+            # a few per cent to the grid at T = 6); a NaN counts as a difference, as in array_equal.
+            rows = (self._inputs[layer] != s_in[layer]).any(axis=-1).nonzero()[0]
+            written = target_trace.layers[layer].head_out, source_trace.layers[layer].head_out  # (H, T, d) each
+            changed = (written[0] != written[1]).any(axis=(-2, -1)).nonzero()[0]
+            self.result.residual[layer, np.setdiff1d(np.arange(n_pos), rows)] = base
+            self.result.heads[layer, np.setdiff1d(np.arange(n_heads), changed)] = base
+            self._queue += [(layer, Site("resid", layer, p)) for p in rows.tolist()]
+            self._queue += [(layer, Site("head", layer, h)) for h in changed.tolist()]
+        self.total = sum(n_layers - layer for layer, _ in self._queue)
+        self.done = 0
+        self._batch = 1  # patches per batch: grows or shrinks with the time a batch takes
+
+    @property
+    def finished(self) -> bool:
+        return not self._queue
+
+    def run_for(self, seconds: float) -> None:
+        """Run batches of patches until the grid is complete or about `seconds` have passed (at least one patch).
+        With no deadline (inf), each layer's patches run as one batch; with one, a batch is sized from the time the
+        last one took to fill about the whole time (wasm NumPy gains from large batches), or what is left of it."""
+        n_layers, start, size = self.model.cfg.n_layers, time.perf_counter(), self._batch
+        while self._queue:
+            layer = self._queue[0][0]
+            in_layer = next((i for i, (at, _) in enumerate(self._queue) if at != layer), len(self._queue))
+            n = in_layer if seconds == float("inf") else min(size, in_layer)
+            chosen = [site for _, site in self._queue[:n]]
+            began = time.perf_counter()
+            values = _metric_from_layer(self.model, self._inputs[layer], layer, patch_hooks(self.source_trace, chosen),
+                                        n, self.position, self.good, self.bad)
+            for site, value in zip(chosen, values, strict=True):
+                (self.result.residual if site.kind == "resid" else self.result.heads)[layer, site.index] = value
+            del self._queue[:n]
+            self.done += n * (n_layers - layer)
+            now = time.perf_counter()
+            if not self._queue or now - start >= seconds:
+                return
+            if seconds == float("inf"):
+                continue
+            per_patch = max(now - began, 1e-6) / (n * (n_layers - layer)) * (n_layers - self._queue[0][0])
+            self._batch = max(1, int(seconds / per_patch))
+            size = int((seconds - (now - start)) / per_patch)
+            if size < 1:
+                return
 
 
 def patch_hook_point(model: Model, target: Any, source: Any, kind: str, position: int, good: int, bad: int,

@@ -72,6 +72,7 @@ def test_patching_view_draws_the_experiment_and_a_click_shows_the_patched_run(pa
                             patch_token="cats", good_token="was", bad_token="were")
     run = circuits.patch_run(state.model, state.tokenizer, state.tokens.ids, state.tokens.labels, 2, "cats", "was",
                              "were", "clean")
+    run.job.run_for(float("inf"))
     heads = wait_for_data(page, "patching-heads")
     for x, y, metric in zip(heads["x"], heads["y"], heads["metric"], strict=True):
         assert metric == pytest.approx(run.result.heads[y, x], abs=1e-9)

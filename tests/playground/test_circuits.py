@@ -180,3 +180,41 @@ def test_roles_need_a_trace_of_the_prompt(state):
         roles.role_scores(state.trace, state.tokens.labels[:-1])
     assert isinstance(circuits.prompt_scores(state.model, state.trace, state.tokens.labels), dict)
     assert isinstance(slm.roles.ROLES, tuple)
+
+
+def test_a_long_patching_grid_fills_in_between_events_and_stops(monkeypatch):
+    """A grid that takes longer than FIRST seconds (here: any) goes on in steps from the event loop: it says how far
+    it is, Stop halts it with grey cells left, Continue completes it, and the result equals the grid in one go."""
+    import asyncio
+
+    from playground.views import patching
+
+    monkeypatch.setattr(patching, "FIRST", 0.0)
+    monkeypatch.setattr(patching, "STEP", 0.0)
+    state = PlaygroundState(model_name="shipped")
+    state.view = "patching"
+
+    async def scenario():
+        view = PatchingView(state)  # builds and starts the grid inside the loop
+        assert view.running and view.stop_button.visible and view.stop_button.label == "Stop"
+        assert "Running the patches" in view.summary.object
+        await asyncio.sleep(0.05)
+        view._stop_or_continue(None)
+        assert not view.running and "Stopped" in view.summary.object and view.stop_button.label == "Continue"
+        done = view.run.job.done
+        await asyncio.sleep(0.05)
+        assert view.run.job.done == done and not view.run.job.finished  # nothing ran while stopped
+        assert np.isnan(view.head_source.data["metric"]).any() or np.isnan(view.resid_source.data["metric"]).any()
+        view._stop_or_continue(None)
+        await view.task
+        return view
+
+    view = asyncio.run(scenario())
+    assert view.run.job.finished and not view.stop_button.visible and "Stopped" not in view.summary.object
+    whole = circuits.patch_run(state.model, state.tokenizer, state.tokens.ids, state.tokens.labels,
+                               state.patch_position, state.patch_token, state.good_token, state.bad_token, "clean")
+    whole.job.run_for(float("inf"))
+    for x, y, metric in zip(view.head_source.data["x"], view.head_source.data["y"], view.head_source.data["metric"],
+                            strict=True):
+        assert metric == pytest.approx(whole.result.heads[y, x], abs=1e-9)
+    assert not np.isnan(view.resid_source.data["metric"]).any()

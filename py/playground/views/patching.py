@@ -5,9 +5,16 @@ at the last position. Each cell re-runs one prompt with one activation taken fro
 entering a block at one position, or one head's output — and shows how much of the way that moves the metric
 from the run's own value to the other run's (slm.interventions.activation_patching). Click a cell to see that
 patched run.
+
+A large model's grid takes seconds (hundreds of patched forward passes): the first FIRST seconds run at once (a
+small model's grid is done by then), the rest in steps of STEP seconds from an async loop, so that the page's other
+controls are answered between them. The grid fills in as it goes, with the progress in words and a Stop button.
 """
 
 from __future__ import annotations
+
+import asyncio
+import time
 
 import numpy as np
 import panel as pn
@@ -23,6 +30,9 @@ from .common import View, caption, chart_box, esc, fit_box, label_axis, patches_
 
 PALETTE = RdBu11[::-1]  # blue = towards the other run's answer, red = away from it; colour-blind safe pair
 HOVER = [("patch", "@what"), ("metric", "@metric{0.000}"), ("moved", "@moved_text")]
+FIRST = 0.3  # seconds of patching before the view first draws
+STEP = 0.15  # seconds of patching between the page's other events: a click waits at most about this
+REDRAW = 1.0  # seconds between drawings of a grid that is filling in
 
 
 class PatchingView(View):
@@ -54,6 +64,12 @@ class PatchingView(View):
         self.show_button = pn.widgets.Button(label="Show this patched run in the other views", visible=False,
                                              color="primary", margin=(0, 10, 8, 10), width=330)
         self.show_button.on_click(self._show_in_views)
+        self.stop_button = pn.widgets.Button(label="Stop", visible=False, variant="outline", color="primary",
+                                             margin=(0, 10, 8, 10), width=120)
+        self.stop_button.on_click(self._stop_or_continue)
+        self.running = False
+        self.loops = 0  # how many filling loops were started: only the last one runs
+        self.task: asyncio.Future | None = None
         pn.bind(self.when_shown(self.update), state.param.trace, state.param.patch_position, state.param.patch_token,
                 state.param.good_token, state.param.bad_token, state.param.patch_from, watch=True)
         self.update()
@@ -68,7 +84,7 @@ class PatchingView(View):
                     "patched run."),
             wrap_row(self.position, self.token, self.good, self.bad),
             wrap_row(self.direction, self.example),
-            self.summary,
+            self.summary, self.stop_button,
             wrap_row(*self.boxes.values(), styles={"flex-wrap": "wrap", "align-items": "flex-start"}),
             self.detail, self.show_button,
             name="Patching", sizing_mode="stretch_width",
@@ -95,6 +111,7 @@ class PatchingView(View):
         if state.run_note:  # the views show a patched run already: keep the experiment as it was
             return
         self.site = None
+        self.running = False  # a grid still filling in for the old settings stops at its next step
         self.run = run = circuits.patch_run(
             state.model, state.tokenizer, state.tokens.ids, state.tokens.labels, state.patch_position,
             state.patch_token.strip(), state.good_token.strip(), state.bad_token.strip(), state.patch_from,
@@ -103,9 +120,70 @@ class PatchingView(View):
             self.summary.object = (f"<div class='pg-note'>{esc(run.error)} Change the settings above, or press "
                                    "<i>Load the example</i>.</div>")
             self.resid_source.data, self.head_source.data = _empty(), _empty()
+            self.stop_button.visible = False
             self._show_detail()
             return
-        self.summary.object = summary_html(run, state.vocab)
+        run.job.run_for(FIRST)
+        self._draw_grid()
+        if not run.job.finished:
+            self._continue()
+
+    def _continue(self) -> None:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # no event loop (a script or a test): finish the grid here
+            self.run.job.run_for(float("inf"))
+            self._draw_grid()
+            return
+        self.running = True
+        self._draw_grid()
+        self.loops += 1
+        self.task = asyncio.ensure_future(self._fill(self.run, self.loops))
+        self.task.add_done_callback(self._report)
+
+    async def _fill(self, run: circuits.PatchRun, loop: int) -> None:
+        """Fill in `run`'s grid until it is complete, replaced or stopped (a Continue pressed while this loop still
+        waits starts another: `loop` tells this one to end)."""
+        last_draw = time.monotonic()
+        while not run.job.finished:
+            await asyncio.sleep(0.01)  # the page's other events run here
+            if not self.running or run is not self.run or loop != self.loops:
+                return
+            run.job.run_for(STEP)
+            if run.job.finished or time.monotonic() - last_draw > REDRAW:
+                last_draw = time.monotonic()
+                self.running = not run.job.finished
+                self._draw_grid()
+
+    def _report(self, task: asyncio.Future) -> None:
+        """A failure inside a step reaches the summary (a task's exception is otherwise lost)."""
+        if not task.cancelled() and task.exception() is not None:
+            self.running = False
+            self.stop_button.visible = False
+            self.summary.object = f"<div class='pg-note'>The patching grid stopped: {esc(task.exception())}</div>"
+
+    def _stop_or_continue(self, _event: object) -> None:
+        if self.running:
+            self.running = False
+            self._draw_grid()
+        elif self.run is not None and self.run.job is not None and not self.run.job.finished:
+            self._continue()
+
+    @patches_bokeh
+    def _draw_grid(self) -> None:
+        """The grid so far (cells not run yet are grey), and above it the summary or the progress."""
+        run, state = self.run, self.state
+        job = run.job
+        if job.finished:
+            self.summary.object = summary_html(run, state.vocab)
+        else:
+            share = f"{100 * job.done / job.total:.0f} %"
+            doing = ("Running the patches" if self.running else "Stopped") + f": {share} of the grid"
+            rest = (" Grey cells are still to come." if self.running else
+                    " Grey cells were not run: press <i>Continue</i> to finish the grid.")
+            self.summary.object = f"<div class='pg-calm' role='status'>{doing}.{rest}</div>"
+        self.stop_button.visible = not job.finished
+        self.stop_button.label = "Stop" if self.running else "Continue"
         cfg, n = state.model.cfg, len(run.target_labels)
         result = run.result
         labels = [t if t == s else f"{s}→{t}" for t, s in zip(run.target_labels, run.source_labels, strict=True)]
