@@ -10,6 +10,7 @@ from functools import lru_cache
 from typing import Any, NamedTuple
 
 import slm
+from slm.bpe import BPETokenizer
 
 START = "<start>"
 END = "<end>"
@@ -121,8 +122,10 @@ class Vocabulary:
         (so "cat" finds a BPE model's " cat")."""
         if text in self.index:
             return self.index[text]
+        # without the tokens a tokenizer adds around a text (a Llama's <s>): they are not part of the word
+        plain = {"add_special_tokens": False} if isinstance(self.tokenizer, BPETokenizer) else {}
         for candidate in (text, " " + text):
-            ids = self.tokenizer.encode(candidate).ids
+            ids = self.tokenizer.encode(candidate, **plain).ids
             if len(ids) == 1:
                 return ids[0]
         return None

@@ -17,7 +17,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the BPE fixtures
 import slm  # noqa: E402
 from playground import library  # noqa: E402
 from playground.app import VIEW_CLASSES, Playground  # noqa: E402
+from playground.models import Vocabulary  # noqa: E402
 from playground.state import LARGE_VOCAB, PlaygroundState  # noqa: E402
+from slm import bpe  # noqa: E402
 from slm.tokenizer import CharTokenizer  # noqa: E402
 
 torch = pytest.importorskip("torch")
@@ -150,3 +152,19 @@ def test_a_stored_model_comes_back_after_a_reload():
     finally:
         storage._STORE = None
         models.REGISTRY.clear()
+
+
+def test_a_word_typed_without_its_space_is_the_llama_tokenizers_word_token():
+    """The Patching view's fields take words as a learner types them: "girl" finds Llama's "▁girl" (shown " girl"),
+    though its tokenizer adds <s> to every text it encodes. (Before, such words were refused as not one token.)"""
+    from test_slm_bpe import llama_style
+
+    trained = llama_style(legacy=True, vocab_size=2000)
+    vocab = Vocabulary(bpe.from_tokenizer_json(trained.to_str()))
+    ids = trained.encode("Once upon a time there was a little girl who saw a dog in the park").ids
+    words = [i for i in dict.fromkeys(ids) if vocab.vocab[i].startswith(" ") and vocab.vocab[i].strip() not in
+             vocab.index]
+    assert len(words) >= 3, [vocab.vocab[i] for i in ids]
+    for i in words:
+        assert vocab.lookup(vocab.vocab[i].strip()) == i, vocab.vocab[i]
+    assert vocab.lookup("qqqzzzx") is None

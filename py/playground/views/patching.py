@@ -121,6 +121,8 @@ class PatchingView(View):
                                    "<i>Load the example</i>.</div>")
             self.resid_source.data, self.head_source.data = _empty(), _empty()
             self.stop_button.visible = False
+            for box in self.boxes.values():  # their axes would still name the last grid's tokens and layers
+                box.visible = False
             self._show_detail()
             return
         run.job.run_for(FIRST)
@@ -183,6 +185,8 @@ class PatchingView(View):
                     " Grey cells were not run: press <i>Continue</i> to finish the grid.")
             self.summary.object = f"<div class='pg-calm' role='status'>{doing}.{rest}</div>"
         self.stop_button.visible = not job.finished
+        for box in self.boxes.values():
+            box.visible = True
         self.stop_button.label = "Stop" if self.running else "Continue"
         cfg, n = state.model.cfg, len(run.target_labels)
         result = run.result
