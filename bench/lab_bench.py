@@ -205,7 +205,7 @@ def patching_run(page) -> tuple[float, float]:
     page.get_by_text("Running the patches", exact=False).first.wait_for(timeout=30_000)
     page.wait_for_timeout(1000)
     start = time.monotonic()
-    page.get_by_role("button", name="Stop", exact=True).click()
+    page.get_by_role("button", name="Stop the grid", exact=True).click()
     page.get_by_text("Stopped:", exact=False).first.wait_for(timeout=30_000)
     stop = time.monotonic() - start
     print("patching:", {"grid_s": grid, "stop_s": stop}, flush=True)

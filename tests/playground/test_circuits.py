@@ -196,11 +196,11 @@ def test_a_long_patching_grid_fills_in_between_events_and_stops(monkeypatch):
 
     async def scenario():
         view = PatchingView(state)  # builds and starts the grid inside the loop
-        assert view.running and view.stop_button.visible and view.stop_button.label == "Stop"
+        assert view.running and view.stop_button.visible and view.stop_button.label == "Stop the grid"
         assert "Running the patches" in view.summary.object
         await asyncio.sleep(0.05)
         view._stop_or_continue(None)
-        assert not view.running and "Stopped" in view.summary.object and view.stop_button.label == "Continue"
+        assert not view.running and "Stopped" in view.summary.object and view.stop_button.label == "Continue the grid"
         done = view.run.job.done
         await asyncio.sleep(0.05)
         assert view.run.job.done == done and not view.run.job.finished  # nothing ran while stopped

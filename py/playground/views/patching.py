@@ -8,7 +8,7 @@ patched run.
 
 A large model's grid takes seconds (hundreds of patched forward passes): the first FIRST seconds run at once (a
 small model's grid is done by then), the rest in steps of STEP seconds from an async loop, so that the page's other
-controls are answered between them. The grid fills in as it goes, with the progress in words and a Stop button.
+controls are answered between them. The grid fills in as it goes, with the progress in words and a button that stops it.
 """
 
 from __future__ import annotations
@@ -64,8 +64,8 @@ class PatchingView(View):
         self.show_button = pn.widgets.Button(label="Show this patched run in the other views", visible=False,
                                              color="primary", margin=(0, 10, 8, 10), width=330)
         self.show_button.on_click(self._show_in_views)
-        self.stop_button = pn.widgets.Button(label="Stop", visible=False, variant="outline", color="primary",
-                                             margin=(0, 10, 8, 10), width=120)
+        self.stop_button = pn.widgets.Button(label="Stop the grid", visible=False, variant="outline", color="primary",
+                                             margin=(0, 10, 8, 10), width=160)
         self.stop_button.on_click(self._stop_or_continue)
         self.running = False
         self.loops = 0  # how many filling loops were started: only the last one runs
@@ -182,12 +182,12 @@ class PatchingView(View):
             share = f"{100 * job.done / job.total:.0f} %"
             doing = ("Running the patches" if self.running else "Stopped") + f": {share} of the grid"
             rest = (" Grey cells are still to come." if self.running else
-                    " Grey cells were not run: press <i>Continue</i> to finish the grid.")
+                    " Grey cells were not run: press <i>Continue the grid</i> to finish it.")
             self.summary.object = f"<div class='pg-calm' role='status'>{doing}.{rest}</div>"
         self.stop_button.visible = not job.finished
         for box in self.boxes.values():
             box.visible = True
-        self.stop_button.label = "Stop" if self.running else "Continue"
+        self.stop_button.label = "Stop the grid" if self.running else "Continue the grid"
         cfg, n = state.model.cfg, len(run.target_labels)
         result = run.result
         labels = [t if t == s else f"{s}→{t}" for t, s in zip(run.target_labels, run.source_labels, strict=True)]
