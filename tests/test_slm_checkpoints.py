@@ -209,6 +209,78 @@ def test_shipped_still_loads():
     assert slm.load("shipped", dtype=None).dtype == np.float32
 
 
+# ---- in place: the weights stay in the caller's bytearrays (the page's one copy of a dropped file) ----
+
+@pytest.mark.parametrize("kind, name", [("gpt2", "tied"), ("gpt2", "untied-inner-eps-relu"),
+                                        ("llama", "gqa-untied-theta"), ("llama", "mqa-attention-bias")])
+def test_in_place_loading_keeps_the_weights_in_the_given_buffers(kind, name, tmp_path, gpt2_tokenizer,
+                                                                 llama_tokenizer):
+    tokenizer = gpt2_tokenizer if kind == "gpt2" else llama_tokenizer
+    model = save(make_gpt2(name) if kind == "gpt2" else make_llama(name), tokenizer, tmp_path)
+    files = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    reference = slm.load(files)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == files  # without in_place nothing is written
+    handed = {key: bytearray(data) for key, data in files.items()}
+    ours = slm.load(handed, in_place=True)
+    weights = np.frombuffer(handed["model.safetensors"], np.uint8)
+    for key, value in reference.params.items():
+        np.testing.assert_array_equal(ours.params[key], value, err_msg=key)
+        assert ours.params[key].flags.c_contiguous and ours.params[key].flags.writeable, key
+    shared = [key for key, value in ours.params.items() if np.shares_memory(value, weights)]
+    made = ("ffn.b_in", "ffn.b_out") if kind == "llama" else ()  # Llama's zero feed-forward biases: not in the file
+    assert sorted(shared) == sorted(k for k in ours.params if not k.endswith(made))
+    assert_matches(model, ours, tokenizer)
+    # read-only bytes, or half precision: copies, the same numbers
+    assert all(not np.shares_memory(v, weights) for v in slm.load(files, in_place=True).params.values())
+
+
+def test_in_place_loading_leaves_a_file_mostly_not_weights_alone(tmp_path, llama_tokenizer):
+    """Views would keep the whole buffer alive: a file holding more than the weights (here a big unused tensor is
+    ignored as rotary_emb.inv_freq) is copied from, and its bytes can go."""
+    save(make_llama("mha-tied"), llama_tokenizer, tmp_path)
+    tensors = safetensors.numpy.load_file(tmp_path / "model.safetensors")
+    tensors["model.layers.0.self_attn.rotary_emb.inv_freq"] = np.ones(10 ** 6, np.float32)
+    safetensors.numpy.save_file(tensors, tmp_path / "model.safetensors")
+    handed = {p.name: bytearray(p.read_bytes()) for p in tmp_path.iterdir()}
+    ours = slm.load(handed, in_place=True)
+    weights = np.frombuffer(handed["model.safetensors"], np.uint8)
+    assert not any(np.shares_memory(value, weights) for value in ours.params.values())
+
+
+def test_transpose_in_place_by_blocks_and_cycles():
+    rng = np.random.default_rng(0)
+    for m, n, block in [(32000, 8, 1 << 16), (6, 4, 16), (7, 5, 16), (12, 1, 8), (1, 9, 4), (100, 37, 400), (0, 3, 8)]:
+        value = rng.standard_normal((m, n)).astype(np.float32)
+        held = value.copy()
+        out = hf._transpose_in_place(held, block)
+        assert out is not None and out.flags.c_contiguous and (m == 0 or np.shares_memory(out, held))
+        np.testing.assert_array_equal(out, value.T)
+    assert hf._transpose_in_place(np.zeros((100_003, 4), np.float32), 64) is None  # a prime: too many steps
+
+
+def test_npz_in_place_keeps_the_arrays_in_the_buffer(tmp_path, llama_tokenizer):
+    save(make_llama("gqa-untied-theta"), llama_tokenizer, tmp_path)
+    model = slm.load(tmp_path)
+    plain, packed = io.BytesIO(), io.BytesIO()
+    model.save(plain, compress=False)
+    model.save(packed)
+    for data, kept in ((plain.getvalue(), True), (packed.getvalue(), False)):
+        buffer = bytearray(data)
+        again = slm.Model.load(buffer, in_place=True)
+        whole = np.frombuffer(buffer, np.uint8)
+        assert all(np.shares_memory(v, whole) == kept for v in again.params.values())
+        assert all(v.flags.aligned and v.flags.writeable for v in again.params.values())
+        for key, value in model.params.items():
+            np.testing.assert_array_equal(again.params[key], value)
+        assert again.tokenizer.encode("Lily") == model.tokenizer.encode("Lily") and again.meta == model.meta
+        assert slm.load({"m.npz": bytearray(data)}, in_place=True).cfg == model.cfg
+    # a damaged member fails its CRC: read the usual way, which names the damage
+    damaged = bytearray(plain.getvalue())
+    damaged[len(damaged) // 2] ^= 0xFF
+    with pytest.raises(ValueError, match="not a saved slm model"):
+        slm.Model.load(damaged, in_place=True)
+
+
 # ---- the safetensors reader against the safetensors library ----
 
 def test_safetensors_reader_matches_the_library(tmp_path):

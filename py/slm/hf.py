@@ -10,7 +10,6 @@ field, so a checkpoint never loads silently wrong.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import zipfile
@@ -23,7 +22,8 @@ import numpy as np
 from . import bpe
 from .config import Config
 from .model import Model
-from .params import count_params
+from .npz_views import BufferFile
+from .params import all_finite, count_params
 from .safetensors_reader import SafetensorsFile
 
 MAX_PARAMS = 50_000_000  # ~200 MB in float32: what a browser tab can hold with room to compute
@@ -42,7 +42,7 @@ class CheckpointFiles:
             full = list(source)
             self.label = label or _common_folder(full)  # loose files: no name of their own
         elif isinstance(source, bytes | bytearray | memoryview):
-            self._zip = _open_zip(io.BytesIO(source), label or "the zip")
+            self._zip = _open_zip(BufferFile(source), label or "the zip")  # io.BytesIO would copy a bytearray
             full = [i.filename for i in self._zip.infolist() if not i.is_dir()]
             self.label = label or _common_folder(full)
         elif isinstance(source, str | os.PathLike) and Path(source).is_dir():
@@ -340,9 +340,13 @@ def _tokenizer(files: CheckpointFiles) -> bpe.BPETokenizer:
 
 # ---- the whole checkpoint ----
 
-def load_checkpoint(source: Any, name: str | None = None) -> Model:
+def load_checkpoint(source: Any, name: str | None = None, in_place: bool = False) -> Model:
     """A Model (float32) with its tokenizer from a Hugging Face checkpoint: a folder, a zip (path or bytes) or a
-    mapping {file name: bytes}. ValueError names the file and the reason for anything it cannot load."""
+    mapping {file name: bytes}. ValueError names the file and the reason for anything it cannot load.
+
+    `in_place=True` hands a mapping's bytearrays over to the model: float32 weights stay in them (rearranged there
+    where slm's layout differs) rather than being copied, so the load needs about one copy of the weights, not two.
+    The caller must not use those buffers afterwards."""
     files = CheckpointFiles(source)
     if "config.json" not in files:
         raise ValueError("no config.json: a Hugging Face checkpoint has config.json, model.safetensors and "
@@ -357,7 +361,7 @@ def load_checkpoint(source: Any, name: str | None = None) -> Model:
     if len(tokenizer.vocab) > cfg.n_vocab:
         raise ValueError(f"the tokenizer has {len(tokenizer.vocab)} tokens but the model's vocab_size is "
                          f"{cfg.n_vocab}: they are not from the same checkpoint")
-    params, dtypes = _read_weights(files, cfg, hf_config["model_type"])
+    params, dtypes = _read_weights(files, cfg, hf_config["model_type"], in_place)
     architecture = ARCHITECTURES[hf_config["model_type"]]
     meta = {"name": name or files.label or _default_name(hf_config, cfg),
             "source": f"Hugging Face {architecture} ({', '.join(DTYPE_NAMES[d] for d in sorted(dtypes))} safetensors)"}
@@ -373,7 +377,8 @@ def _default_name(hf_config: dict[str, Any], cfg: Config) -> str:
     return saved_from or f"{hf_config['model_type']} {cfg.n_layers}x{cfg.n_heads} d{cfg.n_model}"
 
 
-def _read_weights(files: CheckpointFiles, cfg: Config, model_type: str) -> tuple[dict[str, np.ndarray], set[str]]:
+def _read_weights(files: CheckpointFiles, cfg: Config, model_type: str, in_place: bool = False
+                  ) -> tuple[dict[str, np.ndarray], set[str]]:
     shards = [files.safetensors(s) for s in _weight_files(files)]
     try:
         where = {key: shard for shard in shards for key in shard.tensors}
@@ -398,8 +403,6 @@ def _read_weights(files: CheckpointFiles, cfg: Config, model_type: str) -> tuple
         if n > MAX_PARAMS:
             raise ValueError(f"{shards[0].name}: {n / 1e6:.1f}M parameters; slm loads up to "
                              f"{MAX_PARAMS // 1_000_000}M")
-        # Read each tensor once, in file order (a zip member then streams forward only), and turn it into slm's
-        # arrays at once, so that only one HF tensor is held beside the converted weights.
         uses: dict[str, list[tuple[str, Any]]] = {}
         params: dict[str, np.ndarray] = {}
         for slm_name, (hf_name, how) in plan.items():
@@ -407,14 +410,74 @@ def _read_weights(files: CheckpointFiles, cfg: Config, model_type: str) -> tuple
                 params[slm_name] = how
             else:
                 uses.setdefault(hf_name, []).append((slm_name, how))
+        # Views of the caller's buffer only where the weights fill it: a view keeps the whole buffer alive. Each
+        # tensor is read once, in file order (a zip member then streams forward only), and turned into slm's
+        # layout within its own bytes, so that little beyond the weights is held at once.
+        reuse = {shard.name for shard in shards if in_place and shard.size and 10 * sum(
+            info.end - info.begin for key, info in shard.tensors.items() if key in needed) >= 9 * shard.size}
         for key in sorted(needed, key=lambda k: (where[k].name, where[k].tensors[k].begin)):
-            value = where[key].tensor(key)
-            if not np.isfinite(value).all():
+            value = where[key].tensor(key, in_place=where[key].name in reuse)  # the caller's or its own: writable
+            if not all_finite(value):
                 raise ValueError(f"{where[key].name}: tensor {key} holds NaN or infinite values")
-            for slm_name, how in uses[key]:
-                params[slm_name] = np.ascontiguousarray(value if how is None else how(value))
+            made = [(slm_name, value if how is None else how(value)) for slm_name, how in uses[key]]
+            if not all(out.flags.c_contiguous and np.may_share_memory(out, value) for _, out in made):
+                made = _rearranged(value, uses[key]) or made
+            for slm_name, out in made:
+                params[slm_name] = np.ascontiguousarray(out)
         dtypes = {where[key].tensors[key].dtype for key in needed}
     finally:
         for shard in shards:
             shard.close()
     return params, dtypes
+
+
+def _rearranged(value: np.ndarray, uses: list[tuple[str, Any]]) -> list[tuple[str, np.ndarray]] | None:
+    """slm's arrays made from one file tensor, written one after another over that tensor's own bytes (through a
+    copy of it, or of a block of it for a transpose); None when they need more room than it has."""
+    if len(uses) == 1 and uses[0][1] is np.transpose and value.ndim == 2:
+        done = _transpose_in_place(value)
+        if done is not None:
+            return [(uses[0][0], done)]
+    source = value.copy()
+    made = [(slm_name, source if how is None else how(source)) for slm_name, how in uses]
+    if sum(out.size for _, out in made) > value.size or any(out.dtype != value.dtype for _, out in made):
+        return None
+    flat, at, placed = value.reshape(-1), 0, []
+    for slm_name, out in made:
+        slot = flat[at:at + out.size].reshape(out.shape)
+        slot[...] = out
+        placed.append((slm_name, slot))
+        at += out.size
+    return placed
+
+
+def _transpose_in_place(value: np.ndarray, block: int = 1 << 22) -> np.ndarray | None:
+    """value.T over value's own bytes (value: (m, n), C-contiguous), with extra memory of one block of its rows
+    (about `block` bytes) rather than a whole copy (an unembedding's 37 MB); None when m has no divisor that makes
+    small blocks in a few thousand steps.
+
+    Each block of r rows is transposed within its own bytes; the k x n runs of r values are then in the order
+    (block, column) and go to (column, block) by following the permutation's cycles, one run held at a time."""
+    m, n = value.shape
+    k = next((k for k in range(max(1, -(-value.nbytes // block)), m + 1) if m % k == 0), m)
+    if value.size == 0:
+        return value.reshape(n, m)
+    if k * n > 50_000:
+        return None
+    r, flat = m // k, value.reshape(-1)
+    for rows in flat.reshape(k, r * n):
+        rows[:] = rows.reshape(r, n).T.reshape(-1)  # a copy of the block (reshape of a transpose), then written
+    runs, moved = flat.reshape(k * n, r), bytearray(k * n)
+    for start in range(k * n):
+        if moved[start]:
+            continue
+        held, at = runs[start].copy(), start
+        while True:  # run p = b·n + j belongs at j·k + b: position `at` takes run (at % k)·n + at // k
+            moved[at] = 1
+            source = (at % k) * n + at // k
+            if source == start:
+                runs[at] = held
+                break
+            runs[at] = runs[source]
+            at = source
+    return flat.reshape(n, m)

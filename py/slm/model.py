@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import layers
+from . import layers, npz_views
 from .config import Config
 from .hooks import ActivationCache, HookFn, HookRun, NameFilter, name_filter
 from .params import check_params, init_params
@@ -521,21 +521,13 @@ class Model:
         (np.savez_compressed if compress else np.savez)(path, **arrays)
 
     @classmethod
-    def load(cls, source: str | os.PathLike | bytes | io.IOBase) -> Model:
-        """Load a model saved with save(), from a path, raw bytes or a binary file object."""
-        if isinstance(source, bytes | bytearray | memoryview):
-            source = io.BytesIO(bytes(source))
-        if isinstance(source, io.IOBase) and source.seekable():
-            # np.load reads anything else as a pickle and says so in words about unsafe loading: name it plainly.
-            head = source.read(4)
-            source.seek(-len(head), io.SEEK_CUR)
-            if not head.startswith(b"PK"):
-                raise ValueError("not a saved slm model (.npz): the file is not a zip archive")
-        try:
-            with np.load(source, allow_pickle=False) as npz:
-                arrays = {name: npz[name] for name in npz.files}
-        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:  # BadZipFile: a truncated file
-            raise ValueError(f"not a saved slm model (.npz): {exc}") from None
+    def load(cls, source: str | os.PathLike | bytes | io.IOBase, in_place: bool = False) -> Model:
+        """Load a model saved with save(), from a path, raw bytes or a binary file object. `in_place=True` with a
+        bytearray of an uncompressed file (compress=False) keeps the arrays in it rather than copying them: the
+        caller hands the buffer over and must not use it afterwards."""
+        arrays = npz_views.views(source) if in_place and isinstance(source, bytearray) else None
+        if arrays is None:
+            arrays = _read_npz(source)
         if "__config__" not in arrays:
             raise ValueError("not a saved slm model: the file has no __config__ entry")
         cfg = Config.from_json(str(arrays.pop("__config__")))
@@ -546,3 +538,20 @@ class Model:
         except json.JSONDecodeError as exc:
             raise ValueError(f"a saved slm model with damaged meta data: {exc}") from None
         return Model(cfg, arrays, meta, tokenizer)  # a plain Model whatever subclass saved it
+
+
+def _read_npz(source: str | os.PathLike | bytes | io.IOBase) -> dict[str, np.ndarray]:
+    """Every array of an .npz (copies, as np.load reads them)."""
+    if isinstance(source, bytes | bytearray | memoryview):
+        source = npz_views.BufferFile(source)  # io.BytesIO would copy a bytearray
+    if isinstance(source, io.IOBase) and source.seekable():
+        # np.load reads anything else as a pickle and says so in words about unsafe loading: name it plainly.
+        head = source.read(4)
+        source.seek(-len(head), io.SEEK_CUR)
+        if not head.startswith(b"PK"):
+            raise ValueError("not a saved slm model (.npz): the file is not a zip archive")
+    try:
+        with np.load(source, allow_pickle=False) as npz:
+            return {name: npz[name] for name in npz.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:  # BadZipFile: a truncated file
+        raise ValueError(f"not a saved slm model (.npz): {exc}") from None

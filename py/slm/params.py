@@ -101,3 +101,10 @@ def check_params(cfg: Config, params: dict[str, np.ndarray]) -> None:
             raise ValueError(f"parameter {name} has shape {actual}, expected {shape}")
         if not np.issubdtype(np.asarray(params[name]).dtype, np.floating):
             raise ValueError(f"parameter {name} must be floating point, got {np.asarray(params[name]).dtype}")
+
+
+def all_finite(value: np.ndarray, step: int = 1 << 20) -> bool:
+    """No NaN or infinity in `value`, checked a million values at a time: np.isfinite of a whole unembedding
+    would allocate a mask of its size (the page's wasm heap never gives memory back)."""
+    flat = value.reshape(-1)
+    return all(np.isfinite(flat[i:i + step]).all() for i in range(0, flat.size, step))

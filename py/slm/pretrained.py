@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import os
 import zipfile
 from collections.abc import Mapping
@@ -13,6 +12,8 @@ import numpy as np
 
 from . import hf
 from .model import Model
+from .npz_views import BufferFile
+from .params import all_finite
 from .tokenizer import WordTokenizer
 
 WEIGHTS_FILE = Path(__file__).with_name("weights") / "shipped.npz"
@@ -39,7 +40,7 @@ def tokenizer_for(model: Model) -> WordTokenizer:
     return WordTokenizer(model.meta["vocab"])
 
 
-def load(source: Any = "shipped", dtype: Any = "auto", name: str | None = None) -> Model:
+def load(source: Any = "shipped", dtype: Any = "auto", name: str | None = None, in_place: bool = False) -> Model:
     """A model with its tokenizer, from any of:
 
     - "shipped": the model this project trained (as load_pretrained(): float64 unless `dtype` says otherwise);
@@ -50,15 +51,16 @@ def load(source: Any = "shipped", dtype: Any = "auto", name: str | None = None) 
 
     `dtype` casts the weights when given (None keeps the stored dtype). meta["name"] is what a model selector
     shows (`name` overrides it), meta["source"] where the model came from. ValueError names the file and the reason
-    for anything that is not such a model (a NaN weight included)."""
+    for anything that is not such a model (a NaN weight included). `in_place=True` lets the weights stay in the
+    bytearrays given (a mapping's values, or an .npz's) rather than be copied: the caller must not use them after."""
     if isinstance(source, str) and source == "shipped":
         model = load_pretrained(np.float64 if dtype == "auto" else dtype)
         model.meta.setdefault("name", "shipped")
         model.meta.setdefault("source", "trained by this project (py/slm/weights/MODEL_CARD.md)")
     else:
-        model = _load_file(source)
+        model = _load_file(source, in_place)
         for key, value in model.params.items():
-            if not np.isfinite(value).all():
+            if not all_finite(value):
                 raise ValueError(f"the weight {key} holds NaN or infinite values")
         if dtype not in ("auto", None) and model.dtype != np.dtype(dtype):
             model = Model(model.cfg, {k: v.astype(dtype) for k, v in model.params.items()}, model.meta,
@@ -71,31 +73,31 @@ def load(source: Any = "shipped", dtype: Any = "auto", name: str | None = None) 
 def _is_npz(data: bytes | str | os.PathLike) -> bool:
     """An slm model file: a zip whose members include __config__.npy (a checkpoint zip has config.json)."""
     try:
-        with zipfile.ZipFile(io.BytesIO(data) if isinstance(data, bytes | bytearray | memoryview) else data) as z:
+        with zipfile.ZipFile(BufferFile(data) if isinstance(data, bytes | bytearray | memoryview) else data) as z:
             return "__config__.npy" in z.namelist()
     except (zipfile.BadZipFile, OSError):
         return False
 
 
-def _from_npz(data: Any, label: str) -> Model:
-    model = Model.load(data)
+def _from_npz(data: Any, label: str, in_place: bool = False) -> Model:
+    model = Model.load(data, in_place=in_place)
     model.meta.setdefault("name", label)
     model.meta.setdefault("source", "slm model file (.npz)")
     return model
 
 
-def _load_file(source: Any) -> Model:
+def _load_file(source: Any, in_place: bool = False) -> Model:
     if isinstance(source, Mapping):
         if len(source) == 1:
             (key, data), = source.items()
             stem = PurePosixPath(str(key).replace("\\", "/")).stem
             if str(key).lower().endswith(".npz") or _is_npz(data):
-                return _from_npz(bytes(data), stem)
+                return _from_npz(data, stem, in_place)
             if str(key).lower().endswith(".zip"):
-                return hf.load_checkpoint(bytes(data), name=stem)
-        return hf.load_checkpoint(source)
-    if isinstance(source, bytes | bytearray | memoryview):
-        return _from_npz(bytes(source), "model") if _is_npz(bytes(source)) else hf.load_checkpoint(bytes(source))
+                return hf.load_checkpoint(data, name=stem)
+        return hf.load_checkpoint(source, in_place=in_place)
+    if isinstance(source, bytes | bytearray | memoryview):  # read where they are: no copy of a bytearray
+        return _from_npz(source, "model", in_place) if _is_npz(source) else hf.load_checkpoint(source)
     if isinstance(source, str | os.PathLike):
         path = Path(source)
         if path.is_file() and path.suffix.lower() in (".pt", ".pth", ".bin", ".ckpt"):

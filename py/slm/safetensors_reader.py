@@ -106,16 +106,44 @@ class SafetensorsFile:
         """How many numbers the named tensors (all by default) hold, from the header alone."""
         return sum(math.prod(self.tensors[k].shape) for k in (self.tensors if keys is None else keys))
 
-    def tensor(self, key: str) -> np.ndarray:
-        """The tensor as a new float32 array (F16 and BF16 widened exactly)."""
+    @property
+    def size(self) -> int | None:
+        """The file's length in bytes when it was given as bytes (None for a path or a file object)."""
+        return None if self._data is None else len(self._data)
+
+    def tensor(self, key: str, in_place: bool = False) -> np.ndarray:
+        """The tensor as a float32 array of its own (F16 and BF16 widened exactly), which the caller may write
+        into. `in_place=True`: an F32 tensor of a file given as a writable buffer (a bytearray) is a view of the
+        buffer's bytes instead, when aligned: writing into it changes the buffer."""
         info = self.tensors[key]
         if info.dtype not in FLOATS:
             raise ValueError(f"{self.name}: tensor {key} has dtype {info.dtype}; slm reads F32, F16 and BF16")
-        raw = self._read(info.begin, info.end)
+        native = np.dtype("<f4") == np.float32
+        if in_place and info.dtype == "F32" and native and self._data is not None and not self._data.readonly:
+            values = np.frombuffer(self._data[info.begin:info.end], dtype=np.float32)
+            if values.flags.aligned:
+                return values.reshape(info.shape)
+        # A file's bytes are read into a buffer the array then owns: F32 needs no second copy.
+        raw = self._read(info.begin, info.end) if self._data is not None else self._read_into(info.begin, info.end)
         if info.dtype == "F32":
-            values = np.frombuffer(raw, dtype="<f4").astype(np.float32)  # a copy: the file's bytes can go
+            own = isinstance(raw, bytearray) and native
+            values = np.frombuffer(raw, dtype="<f4") if own else np.frombuffer(raw, dtype="<f4").astype(np.float32)
         elif info.dtype == "F16":
             values = np.frombuffer(raw, dtype="<f2").astype(np.float32)
         else:  # bfloat16 is the top half of a float32: shift its bits into place
             values = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
         return values.reshape(info.shape)
+
+    def _read_into(self, begin: int, end: int, step: int = 1 << 20) -> bytearray:
+        """Bytes begin..end of a file, read a MiB at a time (a zip member's read() makes a copy of what it reads)."""
+        out = bytearray(end - begin)
+        view = memoryview(out)
+        self._file.seek(begin)
+        at = 0
+        while at < len(out):
+            chunk = self._file.read(min(step, len(out) - at))
+            if not chunk:
+                raise ValueError(f"{self.name}: the file is truncated (bytes {begin}..{end} asked, {at} read)")
+            view[at:at + len(chunk)] = chunk
+            at += len(chunk)
+        return out
