@@ -35,14 +35,20 @@ def link_docs(send_patch: object) -> None:
 
 def deliver_files(files: object) -> int | None:
     """Files dropped on the page (worker.js: a JS array of [name, Uint8Array]) to ``playground.inbox.deliver`` as
-    [name, bytes] pairs; how many playgrounds took them, or None when this build's app has no inbox."""
+    [name, bytearray] pairs; how many playgrounds took them, or None when this build's app has no inbox. Each file
+    is copied into the wasm heap once, into a buffer the loader may keep its weights in."""
     try:
         from playground import inbox
     except ModuleNotFoundError as e:
         if e.name != "playground.inbox":
             raise
         return None
-    return inbox.deliver([[str(name), data.to_bytes()] for name, data in files])  # type: ignore[attr-defined]
+    pairs = []
+    for name, data in files:  # type: ignore[attr-defined]
+        buffer = bytearray(data.byteLength)
+        data.assign_to(buffer)
+        pairs.append([str(name), buffer])
+    return inbox.deliver(pairs)
 
 
 init_doc()

@@ -17,7 +17,7 @@ _RECEIVERS: list[weakref.ref] = []
 
 
 class Receiver:
-    """Wraps a coroutine function taking {name: bytes}."""
+    """Wraps a coroutine function taking {name: bytes or bytearray}."""
 
     def __init__(self, receive: Callable[[dict[str, bytes]], Any]) -> None:
         self.receive = receive
@@ -32,8 +32,8 @@ def subscribe(receiver: Receiver) -> Receiver:
 def deliver(files: Iterable[Any]) -> int:
     """Hand dropped files to the page's playground (the newest one: the site's worker may still hold the page it
     built to warm up its memory snapshot); 1 if one took them, else 0. `files`: [name, bytes] pairs (JS arrays
-    converted with to_py, or Python pairs)."""
-    mapping = {str(name): bytes(data) for name, data in files}
+    converted with to_py, or Python pairs). A bytearray is handed over as it is: the loader keeps weights in it."""
+    mapping = {str(name): data if isinstance(data, bytes | bytearray) else bytes(data) for name, data in files}
     receivers = [ref() for ref in _RECEIVERS]
     receivers = [r for r in receivers if r is not None]
     if not receivers:

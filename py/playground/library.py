@@ -10,10 +10,10 @@ import io
 from pathlib import PurePosixPath
 from typing import Any
 
-import numpy as np
 import param
 
 import slm
+from slm.params import all_finite
 
 from . import inbox, storage
 from .models import REGISTRY, model_names
@@ -33,8 +33,9 @@ def describe(files: dict[str, bytes]) -> str:
     return f"{len(names)} files ({', '.join(names[:4])}{', …' if len(names) > 4 else ''})"
 
 
-def load_files(files: dict[str, bytes]) -> slm.Model:
-    """The model in `files` ({name: bytes}: one .npz, one .zip, or a checkpoint's files); LoadError otherwise."""
+def load_files(files: dict[str, bytes], in_place: bool = False) -> slm.Model:
+    """The model in `files` ({name: bytes}: one .npz, one .zip, or a checkpoint's files); LoadError otherwise.
+    `in_place=True` hands bytearrays over to the model (slm.load's in_place): its weights may stay in them."""
     if not files:
         raise LoadError("No files were given.")
     what = describe(files)
@@ -44,11 +45,11 @@ def load_files(files: dict[str, bytes]) -> slm.Model:
                         f"about {MAX_PARAMS // 1_000_000}M parameters in float32).")
     try:
         if len(files) == 1 and next(iter(files)).lower().endswith(".npz"):
-            model = slm.Model.load(next(iter(files.values())))
+            model = slm.Model.load(next(iter(files.values())), in_place=in_place)
         elif len(files) == 1 and next(iter(files)).lower().endswith(".zip"):
             model = slm.load(next(iter(files.values())))
         else:
-            model = slm.load(files)
+            model = slm.load(files, in_place=in_place)
     except LoadError:
         raise
     except (ValueError, KeyError, OSError, EOFError, UnicodeDecodeError) as exc:
@@ -60,7 +61,7 @@ def load_files(files: dict[str, bytes]) -> slm.Model:
         raise LoadError(f"{what}: {count / 1e6:.1f}M parameters is more than this page can run "
                         f"({MAX_PARAMS // 1_000_000}M).")
     for name, value in model.params.items():
-        if not np.isfinite(value).all():
+        if not all_finite(value):
             raise LoadError(f"{what}: the weight {name} holds NaN or infinite values.")
     if model.tokenizer is None:
         raise LoadError(f"{what}: the model has no tokenizer, so the page cannot turn a prompt into its tokens.")
@@ -104,12 +105,12 @@ class Shelf(param.Parameterized):
         self.param.update(busy=True, status=f"Reading {describe(files)}…")
         await asyncio.sleep(0)  # let the page show the status before the (seconds long) parse
         try:
-            model = load_files(files)
+            model = load_files(files, in_place=True)
         except (LoadError, MemoryError) as exc:
             self.param.update(busy=False, status=f"Not loaded: {exc} The model shown before is still loaded.")
             return
-        # The model holds copies of the weights: the files' bytes can go before keep() writes another copy (the
-        # wasm heap never shrinks, so the peak is what the page keeps).
+        # What the model does not keep of the files' bytes (a tokenizer's, a half-precision file's) can go before
+        # keep() writes the model out (the wasm heap never shrinks, so the peak is what the page keeps).
         files.clear()
         name = self.state.add_model(model, "loaded")
         self.busy = False
@@ -125,11 +126,9 @@ class Shelf(param.Parameterized):
                                   "a sandboxed frame), so the model lasts until the page closes: download it to "
                                   "keep it.")
                 return
-            # Uncompressed: zlib in wasm takes seconds for tens of MB and holds the page's one Python thread. The
-            # buffer itself, not a copy of it (getvalue): one copy of the weights fewer at the peak.
-            out = io.BytesIO()
-            model.save(out, compress=False)
-            await shop.put(name, out.getbuffer(), name)
+            # Uncompressed: zlib in wasm takes seconds for tens of MB and holds the page's one Python thread.
+            # Written in chunks straight to the store: no second copy of the weights in the wasm heap.
+            await shop.put_written(name, lambda file: model.save(file, compress=False), name)
             self.param.update(stored=await shop.list(), status=f"{done} Kept in this browser's storage: a reload "
                               "keeps it.")
         except Exception as exc:  # noqa: BLE001 - quota, a private window: say so, the model stays loaded
@@ -152,7 +151,7 @@ class Shelf(param.Parameterized):
                 continue
             try:
                 data = await shop.get(key)
-                model = slm.Model.load(data)
+                model = slm.Model.load(data, in_place=True)  # the store's copy: its weights stay in it
             except Exception:  # noqa: BLE001 - one damaged entry: name it, restore the others
                 failed.append(key)
                 continue

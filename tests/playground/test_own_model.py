@@ -154,6 +154,35 @@ def test_a_stored_model_comes_back_after_a_reload():
         models.REGISTRY.clear()
 
 
+def test_a_dropped_checkpoint_stays_in_its_buffers_and_is_kept_in_chunks(tmp_path):
+    """The site hands a drop over as bytearrays: the model's weights stay in them (one copy of the weights in the
+    page's memory, issue 33). The kept .npz, written in chunks as the browser's store takes them, loads back."""
+    from playground import models, storage
+
+    files, _, _ = checkpoint_files("llama", tmp_path)
+    handed = {name: bytearray(data) for name, data in files.items()}
+    weights = np.frombuffer(handed["llama/model.safetensors"], np.uint8)
+    storage._STORE = shop = storage.MemoryStore()
+    try:
+        page = Playground(PlaygroundState(model_name="lesson"))
+        run(page.shelf.receive(handed))
+        assert "a reload keeps it" in page.shelf.status and handed == {}
+        model = page.state.model
+        assert np.shares_memory(model.params["tok_emb"], weights)
+        assert np.shares_memory(model.params["blocks.1.ffn.w_out"], weights)  # transposed within its own bytes
+        reference = library.load_files(files)
+        chunks: list[bytes] = []
+        model.save(storage.ChunkWriter(lambda view: chunks.append(bytes(view))), compress=False)
+        assert len(chunks) > 10
+        for data in (shop.items[page.state.model_name][0], bytearray(b"".join(chunks))):
+            again = slm.Model.load(data, in_place=True)
+            for key, value in reference.params.items():
+                np.testing.assert_array_equal(again.params[key], value)
+    finally:
+        storage._STORE = None
+        models.REGISTRY.clear()
+
+
 def test_a_word_typed_without_its_space_is_the_llama_tokenizers_word_token():
     """The Patching view's fields take words as a learner types them: "girl" finds Llama's "▁girl" (shown " girl"),
     though its tokenizer adds <s> to every text it encodes. (Before, such words were refused as not one token.)"""

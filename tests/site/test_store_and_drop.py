@@ -44,6 +44,10 @@ def test_the_model_store_keeps_models_across_visits(browser: object, fake_vendor
         assert worker.evaluate(f"slmStore.get('trained-1').then((b) => b instanceof Uint8Array && "
                                f"b.join() === {MODEL_BYTES}.join())") is True
         assert worker.evaluate("slmStore.get('no such model')") is None
+        # Python writes a model in chunks (storage.py): the store joins them.
+        worker.evaluate("slmStore.put('chunks', [Uint8Array.of(1, 2), new Uint8Array([9, 3, 4]).subarray(1)], 'c')")
+        assert worker.evaluate("slmStore.get('chunks').then((b) => b.join())") == "1,2,3,4"
+        worker.evaluate("slmStore.remove('chunks')")
         # Bytes of another type are refused by name.
         error = worker.evaluate("slmStore.put('x', 'not bytes', 'x').then(() => null, (e) => e.message)")
         assert "must be a Uint8Array" in error, error
@@ -168,7 +172,8 @@ def test_no_drop_highlight_for_a_drag_without_files(browser: object, fake_vendor
 
 def test_dropped_files_reach_the_apps_inbox(browser: object, vendored_site: Path) -> None:
     """Once the app is ready, a drop reaches playground.inbox.deliver as [name, bytes] pairs: recorded here by a
-    receiver subscribed in the worker's Python, which sees the names and the bytes as Python bytes."""
+    receiver subscribed in the worker's Python, which sees the names and the bytes as Python bytearrays (copied once
+    into the wasm heap, where a loaded model keeps its weights)."""
     with serve(vendored_site) as url, Visit(browser, url) as visit:
         visit.open()
         assert visit.page.evaluate("document.body.dataset.ready") == "1", visit.console
@@ -187,7 +192,7 @@ _receiver = inbox.subscribe(inbox.Receiver(_record))
             assert time.monotonic() < deadline, visit.console
             visit.page.wait_for_timeout(100)
             got = worker.evaluate("sitePyodide.globals.get('got').toJs()")
-        assert got == [[["config.json", "bytes", 3], ["model.npz", "bytes", 10]]], got
+        assert got == [[["config.json", "bytearray", 3], ["model.npz", "bytearray", 10]]], got
         assert [c for c in visit.console if "2 dropped file(s) handed to" in c], visit.console
 
 

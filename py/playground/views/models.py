@@ -59,8 +59,9 @@ class ModelsView(View):
         )
 
     async def _on_pick(self, *events: object) -> None:
-        # A pick changes value, filename and mime_type one after another (each change calls this): the files are
-        # read once, on the next turn of the loop, when all three have arrived.
+        # Under `panel serve`: the built site hands picked files to playground.inbox as bytes (site/src/page/drop.js)
+        # and this value stays empty. A pick changes value, filename and mime_type one after another (each change
+        # calls this): the files are read once, on the next turn of the loop, when all three have arrived.
         if self._picking:
             return
         self._picking = True

@@ -1,5 +1,6 @@
-// Files dropped anywhere on the page go to the app's Python. Several files, a folder or one .zip or .npz: read
-// here, posted to the worker (protocol.js 'files'), which hands them to playground.inbox.deliver.
+// Files dropped anywhere on the page, or chosen with "Load a model…", go to the app's Python. Several files, a folder
+// or one .zip or .npz: read here, posted to the worker (protocol.js 'files'), which hands them to
+// playground.inbox.deliver.
 import { files as filesMessage } from "../protocol.js";
 import { body } from "./env.js";
 
@@ -52,7 +53,24 @@ export function dropTarget() {
       target = worker;
       if (held.length) send(held);
       held = [];
+      takePicks(send);
     },
+  };
+}
+
+// "Load a model…" (Panel's FileInput, css class pg-file) hands its files over as a drop does: as bytes, not as
+// BokehJS's base64 value, which took ~5x the files' size in the worker's heap (string, bytes, the widget's copy).
+// Elsewhere (another BokehJS, another file input) BokehJS reads the files itself.
+function takePicks(send) {
+  const view = window.Bokeh?.Models?.get?.("FileInput")?.prototype?.default_view?.prototype;
+  const readFiles = view?.load_files;
+  if (typeof readFiles !== "function") return;
+  view.load_files = async function (files) {
+    if (!this.model.css_classes?.includes("pg-file")) return readFiles.call(this, files);
+    const picked = [];
+    for (const file of files) picked.push([file.webkitRelativePath || file.name, await file.arrayBuffer()]);
+    this.input_el.value = ""; // choosing the same files again is a new pick
+    if (picked.length) send(picked);
   };
 }
 

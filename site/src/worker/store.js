@@ -84,8 +84,18 @@ export function modelStore(embeddedModels = [], persistent = true) {
   };
 }
 
-// A copy of the bytes given as a Uint8Array (or another view, an ArrayBuffer, or a PyProxy of a Python buffer).
+// A copy of the bytes given as a Uint8Array (or another view, an ArrayBuffer, a PyProxy of a Python buffer, or an
+// array of views joined: Python writes a model in chunks, so that it never sits whole in the wasm heap).
 export function asBytes(value) {
+  if (Array.isArray(value) && value.every((chunk) => ArrayBuffer.isView(chunk))) {
+    const out = new Uint8Array(value.reduce((n, chunk) => n + chunk.byteLength, 0));
+    let at = 0;
+    for (const chunk of value) {
+      out.set(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength), at);
+      at += chunk.byteLength;
+    }
+    return out;
+  }
   if (value instanceof ArrayBuffer) return new Uint8Array(value.slice(0));
   if (ArrayBuffer.isView(value)) return new Uint8Array(value.buffer.slice(value.byteOffset, value.byteOffset + value.byteLength));
   if (typeof value?.getBuffer === "function") {
