@@ -3,6 +3,7 @@ computed here, on the lesson model and on the trained one."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 
 import numpy as np
@@ -209,7 +210,9 @@ def test_a_long_patching_grid_fills_in_between_events_and_stops(monkeypatch):
         await view.task
         return view
 
-    view = asyncio.run(scenario())
+    # in a thread of its own: an earlier browser test may have left this thread an event loop that is running
+    with ThreadPoolExecutor(1) as pool:
+        view = pool.submit(asyncio.run, scenario()).result()
     assert view.run.job.finished and not view.stop_button.visible and "Stopped" not in view.summary.object
     whole = circuits.patch_run(state.model, state.tokenizer, state.tokens.ids, state.tokens.labels,
                                state.patch_position, state.patch_token, state.good_token, state.bad_token, "clean")
