@@ -49,7 +49,7 @@ export async function assemble({ manifest, read, models = [] }) {
   const decoder = new TextDecoder();
   const lock = JSON.parse(decoder.decode(await read("build/pyodide-lock.json")));
   // The gzip copies too: the file embeds each file once, compressed where that pays.
-  const copies = new Set(Object.values(manifest.gzip_copies));
+  const copies = new Set(Object.values(manifest.site.gzip_copies));
   const files = Object.keys(manifest.files).filter(
     (path) => !LEFT_OUT.has(path) && !copies.has(path) && path !== manifest.site.manifest && path !== manifest.site.facts,
   );

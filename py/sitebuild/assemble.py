@@ -74,9 +74,9 @@ APP_WHEEL = ("slm_playground", "0.1.0")
 # (playground.app.add_styles) instead of each one's model carrying a copy of its text.
 APP_STYLESHEET_SOURCE = "playground/views/styles.css"
 APP_STYLESHEET = "./build/app.css"
-# Files the site also ships gzip-compressed, for static hosts that send them as they are (many do not compress
-# wasm): a first visit downloads the copy and the worker decompresses it (site/worker.js, which serves it as wasm).
-# 8.6 MB -> 2.7 MB.
+# Files the site also ships gzip-compressed, for static hosts that send them as they are (many compress neither
+# wasm nor JavaScript): a first visit downloads the copy and inflates it, the wasm in the worker
+# (worker/gzip-copy.js), the page's scripts (`main_js`, added by build()) in the page (page/scripts.js).
 GZIP_COPIES = ("build/pyodide/pyodide.asm.wasm",)
 # Packages `import panel` does not need, which the app's code may (Markdown renders the widgets' tooltips; Bokeh reads
 # YAML config files and themes with PyYAML, bokeh patch 0004): they load with the app's wheel in the "app" stage,
@@ -96,7 +96,7 @@ PORTABLE_FILE = f"build/{PORTABLE_NAME}"
 
 def site_facts(main_js: list[str]) -> dict:
     """What loader.js, worker.js and sw.js share; each reads it from here (manifest / site-facts.js).
-    `main_js`: the page's scripts, in order (write_browser_assets)."""
+    `main_js`: the page's scripts, in order (write_browser_assets); each has a gzip copy."""
     return {
         "cache_prefix": "slm-site-",  # + build id: the service worker's cache, which also holds the snapshot
         "shell_files": list(SHELL_FILES),
@@ -110,6 +110,7 @@ def site_facts(main_js: list[str]) -> dict:
         # the first view, which the page loads before the progress starts.
         "not_loaded": ["build/manifest.json", FACTS_FILE, "build/pyodide/pyodide.js", first_view.FIRST_VIEW_FILE],
         "main_js": main_js,
+        "gzip_copies": {rel: f"{rel}.gz" for rel in (*GZIP_COPIES, *main_js)},
     }
 
 
@@ -139,8 +140,9 @@ def build(site: Path = SITE, py_dir: Path = PY_DIR, pyodide_packages: Path | Non
     (out / "wheels").mkdir(parents=True)
 
     write_runtime(pkg, lock, out / "pyodide")
-    write_gzip_copies(site)
     main_js = write_browser_assets(wheels, lock, out / "vendor")
+    facts = site_facts(main_js)
+    write_gzip_copies(site, facts["gzip_copies"])
     shutil.copyfile(py_dir / APP_STYLESHEET_SOURCE, site / APP_STYLESHEET)
     prerendered = first_view.write(site, py_dir, PANEL_CDN_ROOT, APP_STYLESHEET, lock, log)
     entries = write_wheels(pkg, lock, wheels, sdists, py_dir, out / "wheels")
@@ -150,7 +152,6 @@ def build(site: Path = SITE, py_dir: Path = PY_DIR, pyodide_packages: Path | Non
         if made_bytecode:
             entries[made_bytecode["name"]] = made_bytecode
     packages = write_pyodide_lock(official, entries, remote, out / "pyodide-lock.json")
-    facts = site_facts(main_js)
     (site / FACTS_FILE).write_text(f"// Written by build.py (sitebuild/assemble.py): read by sw.js.\n"
                                    f"self.siteFacts = {json.dumps(facts, indent=1)};\n")
     manifest = write_manifest(site, lock, facts, packages, remote, prerendered)
@@ -166,16 +167,16 @@ def build(site: Path = SITE, py_dir: Path = PY_DIR, pyodide_packages: Path | Non
     return manifest
 
 
-def write_gzip_copies(site: Path) -> None:
-    """<file>.gz next to each of GZIP_COPIES, the same bytes for the same input (zips.gzip_file; zopfli takes
-    ~20 s for the wasm, so the result is cached)."""
-    for rel in GZIP_COPIES:
+def write_gzip_copies(site: Path, copies: dict[str, str]) -> None:
+    """Each gzip copy (file -> copy, relative to `site`), the same bytes for the same input (zips.gzip_file; zopfli
+    takes ~20 s for the wasm, so the result is cached)."""
+    for rel, copy in copies.items():
         data = (site / rel).read_bytes()
         cache = CACHE / "site" / f"{hashlib.sha256(data).hexdigest()[:16]}-{DEFLATE}-{Path(rel).name}.gz"
         if not cache.exists():
             cache.parent.mkdir(parents=True, exist_ok=True)
             cache.write_bytes(gzip_file(data))
-        shutil.copyfile(cache, site / f"{rel}.gz")
+        shutil.copyfile(cache, site / copy)
 
 
 def write_runtime(pkg: Path, lock: dict, dest: Path) -> None:
@@ -317,7 +318,6 @@ def write_manifest(site: Path, lock: dict, facts: dict, packages: list[str], rem
         "packages": packages,
         "import_groups": [{"module": module, "packages": [n for n in names if n in lock_entries]}
                           for module, names in IMPORT_GROUPS],
-        "gzip_copies": {rel: f"{rel}.gz" for rel in GZIP_COPIES},
         "remote": {n: {"url": e["url"], "stage": "packages"} for n, e in remote.items()},
         "files": files,
     }

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
+import json
 import shutil
 import time
 import zipfile
@@ -95,6 +96,35 @@ def test_cdn_build_offline_ends_on_the_numpy_panel(engines: Engines, engine: str
         assert all(u.startswith(("https://cdn.jsdelivr.net/pyodide/v0.29.3/full/numpy-", "cdn.jsdelivr.net:443"))
                    for u in page.external), page.external
         assert not [c for c in page.errors() if "Content Security Policy" in c or "pageerror" in c], page.console
+
+
+SCRIPTS_RUN = """() => window.Bokeh?.Panel && [...document.scripts].map((s) => s.src)
+  .filter((src) => src.includes("/build/vendor/") || src.startsWith("blob:"))"""
+FETCHED = "() => performance.getEntriesByType('resource').map((e) => e.name).filter((n) => n.startsWith('http'))"
+
+
+@pytest.mark.parametrize("host", ("plain", "gzip"))
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_first_visit_runs_the_pages_scripts_from_their_gzip_copies(engines: Engines, engine: str, host: str,
+                                                                    cdn_site: Path) -> None:
+    """BokehJS and Panel's JS are 2.7 MB, 0.7 MB as gzip copies, and many hosts send JavaScript as it is: a first
+    visit downloads the copies, inflates them and runs them (BokehJS and Panel's extension are there), and asks for
+    none of the scripts themselves. With ?fallback=script-copies it runs the scripts themselves."""
+    main_js = json.loads((cdn_site / "build" / "manifest.json").read_text())["site"]["main_js"]
+    with hosted(cdn_site, host) as url, engines.page(engine) as page:
+        page.open(url + "index.html")  # offline, it ends on the NumPy panel
+        scripts = page.wait_js(SCRIPTS_RUN)
+        assert page.evaluate("window.siteInfo.paths['script-copies']") == "on"
+        assert [s for s in scripts if s.startswith("blob:")] == scripts and len(scripts) == len(main_js), scripts
+        fetched = page.evaluate(FETCHED)
+        assert {url + f"{js}.gz" for js in main_js} <= set(fetched), fetched
+        assert not {url + js for js in main_js} & set(fetched), fetched
+        assert not [c for c in page.errors() if "Content Security Policy" in c or "pageerror" in c], page.console
+    with hosted(cdn_site, host) as url, engines.page(engine) as page:
+        page.open(url + "index.html?fallback=script-copies")
+        assert page.wait_js(SCRIPTS_RUN) == [url + js for js in main_js]
+        assert page.evaluate("window.siteInfo.paths['script-copies']") == "off: forced"
+        assert not {url + f"{js}.gz" for js in main_js} & set(page.evaluate(FETCHED))
 
 
 @pytest.mark.parametrize(("stalled", "stage"), [("pyodide.asm.wasm.gz", "Pyodide runtime"),
@@ -199,14 +229,16 @@ def test_the_download_thread_unpacks_wheels_as_python_reads_them(engines: Engine
     assert errors[url + "missing.whl"]["status"] == 404 or errors[url + "missing.whl"]["error"], errors
 
 
-OPTIMISATIONS = ("gzip-copy", "compile-options", "memory-snapshot", "download-thread", "early-requests", "first-view")
+OPTIMISATIONS = ("gzip-copy", "compile-options", "memory-snapshot", "download-thread", "early-requests", "first-view",
+                 "script-copies")
 
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_every_optimisation_has_a_plain_path_that_works(engines: Engines, engine: str,
                                                         fake_vendored_site: tuple[Path, str]) -> None:
     """?fallback=all: each optimisation's feature test is overridden and its plain path taken (the wasm itself, no
-    compile option, no snapshot, loadPackage downloading and unpacking every wheel, no first view). The page gets
+    compile option, no snapshot, loadPackage downloading and unpacking every wheel, no first view, the page's scripts
+    themselves). The page gets
     exactly as far as with them (the fake NumPy's import), every other wheel installed, and says which path each
     took. Without the override the same page takes the optimised paths (so the override is what changed them)."""
     with hosted(fake_vendored_site[0], "plain") as url, engines.page(engine) as page:

@@ -407,7 +407,7 @@ def test_pages_have_a_strict_csp_and_no_inline_script(cdn_site: Path, fake_vendo
         for page in ("index.html", "embed.html"):
             html = (site / page).read_text()
             csp = re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', html).group(1)
-            assert "script-src 'self' 'wasm-unsafe-eval';" in csp
+            assert "script-src 'self' blob: 'wasm-unsafe-eval';" in csp  # blob: the inflated gzip copies
             assert ("https://cdn.jsdelivr.net" in csp) is cdn_allowed, (page, csp)
             assert not re.search(r"<script(?![^>]*\bsrc=)", html), "inline script"
             assert not re.search(r"\son[a-z]+=", html), "inline event handler"
@@ -569,15 +569,19 @@ def test_a_missing_app_wheel_is_named_before_what_python_says(browser: object, f
 WASM = "build/pyodide/pyodide.asm.wasm"
 
 
-def test_the_wasm_ships_with_a_gzip_copy_of_the_same_bytes(cdn_site: Path) -> None:
-    """For hosts that send wasm uncompressed the build also ships pyodide.asm.wasm gzipped, named in the manifest
-    (where the worker finds it): the copy must hold the served file's bytes, in under 40 % of its size."""
-    wasm = (cdn_site / WASM).read_bytes()
-    copy = (cdn_site / f"{WASM}.gz").read_bytes()
-    assert gzip.decompress(copy) == wasm
-    assert len(copy) < 0.4 * len(wasm)
+def test_the_wasm_and_the_pages_scripts_ship_with_gzip_copies_of_the_same_bytes(cdn_site: Path) -> None:
+    """For hosts that send wasm and JavaScript uncompressed the build also ships pyodide.asm.wasm and the page's
+    scripts (BokehJS, Panel's JS) gzipped, named in the manifest (where the worker, the page and the service worker
+    find them): each copy holds the served file's bytes, in under 40 % of its size."""
     manifest = json.loads((cdn_site / "build" / "manifest.json").read_text())
-    assert manifest["gzip_copies"] == {WASM: f"{WASM}.gz"}
+    main_js = manifest["site"]["main_js"]
+    assert len(main_js) == 4 and all(p.endswith(".js") for p in main_js)
+    assert manifest["site"]["gzip_copies"] == {p: f"{p}.gz" for p in (WASM, *main_js)}
+    for path in (WASM, *main_js):
+        data = (cdn_site / path).read_bytes()
+        copy = (cdn_site / f"{path}.gz").read_bytes()
+        assert gzip.decompress(copy) == data
+        assert len(copy) < 0.4 * len(data), path
 
 
 CACHED_WASM_SHA256 = """async (path) => {
@@ -712,7 +716,7 @@ class SlowScriptHandler(SiteHandler):
     """A host that takes a second and a half to answer for Panel's JS (one of the first view's files)."""
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
-        if self.path.split("?")[0].endswith("/panel.min.js"):
+        if self.path.split("?")[0].endswith(("/panel.min.js", "/panel.min.js.gz")):
             time.sleep(1.5)
         super().do_GET()
 
@@ -721,25 +725,29 @@ RESOURCES_JS = ("() => [performance.timeOrigin, "
                 "performance.getEntriesByType('resource').map((e) => [e.name, e.startTime, e.responseEnd])]")
 
 
+@pytest.mark.parametrize("copies", [True, False])
 def test_the_runtime_is_requested_once_the_first_views_bytes_are_in(browser: object,
-                                                                    fake_vendored_site: tuple[Path, str]) -> None:
+                                                                    fake_vendored_site: tuple[Path, str],
+                                                                    copies: bool) -> None:
     """With a first view, the worker starts at once (its script, Pyodide's module and the lock load meanwhile) but
-    requests the runtime (Pyodide's script, the stdlib, the wasm) only once BokehJS, Panel's JS and the first view's
-    document are in: here Panel's JS comes 1.5 s late, and the runtime after it."""
+    requests the runtime (Pyodide's script, the stdlib, the wasm) only once BokehJS, Panel's JS (their gzip copies,
+    or with ?fallback=script-copies the scripts themselves) and the first view's document are in: here Panel's JS
+    comes 1.5 s late, and the runtime after it."""
     site, _ = fake_vendored_site
     manifest = json.loads((site / "build" / "manifest.json").read_text())
     with serving(site, handler_class=SlowScriptHandler) as url, Visit(browser, url, service_workers="block") as visit:
-        visit.open()
+        visit.open("index.html" if copies else "index.html?fallback=script-copies")
         page_origin, page_entries = visit.page.evaluate(RESOURCES_JS)
         worker_origin, worker_entries = visit.page.workers[0].evaluate(RESOURCES_JS)
     ended = {name: page_origin + end for name, _, end in page_entries}
     started = {name: worker_origin + start for name, start, _ in worker_entries}
-    first_view = [url + path for path in (*manifest["site"]["main_js"], manifest["first_view"]["path"])]
+    scripts = [f"{path}.gz" if copies else path for path in manifest["site"]["main_js"]]
+    first_view = [url + path for path in (*scripts, manifest["first_view"]["path"])]
     runtime = [f"{url}build/pyodide/{name}"
                for name in ("pyodide.asm.js", "python_stdlib.zip", f"{Path(WASM).name}.gz")]
     assert set(first_view) <= ended.keys() and set(runtime) <= started.keys(), (ended, started)
     last_byte = max(ended[u] for u in first_view)
-    assert ended[url + "build/vendor/1.9.4/dist/panel.min.js"] == last_byte
+    assert ended[url + "build/vendor/1.9.4/dist/panel.min.js" + (".gz" if copies else "")] == last_byte
     assert min(started[u] for u in runtime) >= last_byte - 1, (last_byte, {u: started[u] for u in runtime})
     # The worker was there before that: its module and the lock had been requested 1.5 s before.
     assert started[url + "build/pyodide-lock.json"] < last_byte - 1000

@@ -7,7 +7,8 @@
 // The page's stages, in this order (main() below says it once):
 //   manifest     build/manifest.json, never revalidated
 //   hand-over    a page another build's service worker controls moves to this build's (service-worker.js)
-//   first view   the pre-rendered picture of the app while Python starts (first-view.js), its bytes first
+//   first view   the pre-rendered picture of the app while Python starts (first-view.js), its bytes first; the
+//                page's scripts from their gzip copies (scripts.js)
 //   worker       the app worker's stages (worker.js), the progress shown (screen.js)
 //   render       BokehJS draws the app's document; ready
 //   keep         the service worker stores the visit's files; a memory snapshot is made for the next visit
@@ -19,7 +20,7 @@ import { fetchFirstView, firstViewWanted, showFirstView } from "./first-view.js"
 import { offerOfflineCopy } from "./offline-copy.js";
 import { portable, portableStylesheets } from "./portable-file.js";
 import { fail, stageRows, tick, watchdog } from "./screen.js";
-import { arrived, loadMainJs, preload } from "./scripts.js";
+import { arrived, inflatedCopies, loadMainJs, preload, scriptCopiesWanted } from "./scripts.js";
 import { keepForNextVisit, replaceOtherBuildsServiceWorker, thisBuilds } from "./service-worker.js";
 
 const drops = dropTarget();
@@ -74,13 +75,16 @@ async function main() {
     // the first view meanwhile made it later). Its bytes (BokehJS, Panel's JS, the document) come before the
     // runtime's: on a slow link they would otherwise share it with the wasm. Downloaded, not yet run; the worker
     // requests the runtime once they are in ('go').
-    const withFirstView = firstViewWanted(manifest, thisBuilds(manifest.build_id));
+    const cached = thisBuilds(manifest.build_id);
+    const withFirstView = firstViewWanted(manifest, cached);
+    const scripts = scriptCopiesWanted(cached) ? inflatedCopies(manifest) : null; // downloading from now on
     let firstView = null;
     let firstBytes = null;
     if (withFirstView) {
       firstView = fetchFirstView(manifest);
       const files = [...manifest.site.main_js, manifest.first_view.path];
-      firstBytes = Promise.race([arrived(files), Promise.allSettled([preload(manifest.site.main_js), firstView])]);
+      firstBytes = scripts ? Promise.allSettled([scripts, firstView])
+        : Promise.race([arrived(files), Promise.allSettled([preload(manifest.site.main_js), firstView])]);
     }
     // worker
     const worker = await (early || spawnWorker());
@@ -88,7 +92,7 @@ async function main() {
     // Chromium runs a new worker's script only when this thread is free) and once 'go' is sent.
     const running = new Promise((resolve) => worker.addEventListener("message", resolve, { once: true }));
     const released = firstBytes?.then(() => worker.postMessage(go()));
-    const mainJs = Promise.all([running, released]).then(() => loadMainJs(manifest));
+    const mainJs = Promise.all([running, released, scripts]).then(([, , urls]) => loadMainJs(manifest, urls));
     mainJs.catch((e) => fail(asSiteError(e, "Loading the page", "runtime")));
     if (withFirstView) showFirstView(firstView, mainJs);
     // render, ready, keep

@@ -74,7 +74,7 @@ export function stageRows(manifest) {
   state.stages = Object.keys(stages);
   state.labels = stages;
   state.totals = Object.fromEntries(state.stages.map((s) => [s, 0]));
-  const copies = Object.values(manifest.gzip_copies);
+  const copies = Object.values(manifest.site.gzip_copies);
   for (const [path, f] of Object.entries(manifest.files)) {
     const vendor = path.startsWith("build/vendor/");
     const loaded = !manifest.site.not_loaded.includes(path) && !copies.includes(path);

@@ -1,7 +1,8 @@
 // Optimisation of "fetch the runtime": pyodide.asm.wasm is 8.6 MB and 2.8 MB gzipped, and not every static host
-// compresses wasm, so the build ships a gzip copy (manifest.gzip_copies). A visit downloads the copy unless this
+// compresses wasm, so the build ships a gzip copy (manifest.site.gzip_copies). A visit downloads the copy unless this
 // build's cache holds the file itself (a later visit, which then also gets Chromium's compiled code).
 // Feature test: DecompressionStream. Fallback: the file itself.
+import { inflatedBody } from "../inflate.js";
 
 /** Whether this start may use gzip copies (records the path taken). */
 export function gzipCopies(ctx) {
@@ -10,7 +11,7 @@ export function gzipCopies(ctx) {
 
 /** The URL of `url`'s gzip copy to download instead, or null. */
 export async function copyOf(ctx, url) {
-  const path = url.startsWith(ctx.root) ? ctx.manifest.gzip_copies?.[url.slice(ctx.root.length)] : null;
+  const path = url.startsWith(ctx.root) ? ctx.manifest.site.gzip_copies[url.slice(ctx.root.length)] : null;
   if (!path) return null;
   try {
     if ("caches" in self && (await caches.match(url, { cacheName: ctx.cacheName }))) return null;
@@ -21,14 +22,7 @@ export async function copyOf(ctx, url) {
   return `${ctx.root}${path}`;
 }
 
-/**
- * The file from its gzip copy, read whole and then inflated from memory. (Piping the network stream through the
- * inflater corrupted it in Firefox ESR 140's module workers: "incorrect header check".) A host that sends the copy
- * with Content-Encoding: gzip had the browser decompress it already.
- */
+/** The wasm from its gzip copy's response (ok). */
 export async function inflated(resp) {
-  const type = { headers: { "Content-Type": "application/wasm" } };
-  if (resp.headers.get("Content-Encoding")) return new Response(resp.body, type);
-  const gz = new Blob([await resp.arrayBuffer()]);
-  return new Response(await new Response(gz.stream().pipeThrough(new DecompressionStream("gzip"))).arrayBuffer(), type);
+  return new Response(await inflatedBody(resp), { headers: { "Content-Type": "application/wasm" } });
 }
