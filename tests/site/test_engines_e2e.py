@@ -125,7 +125,7 @@ def test_every_optimisation_off_the_app_runs(engines: Engines, engine: str, vend
         paths = page.evaluate("window.siteInfo.paths")
         # No first view for a URL that sets the app's state, forced or not; every other one forced off.
         assert paths.pop("first-view") == "off: the URL sets the app's state", paths
-        assert len(paths) == 5 and set(paths.values()) == {"off: forced"}, paths
+        assert len(paths) == 6 and set(paths.values()) == {"off: forced"}, paths
         _, tokens = generate(page, "the dogs")
         page.screenshot("e2e-every-fallback-generated")
         assert len(tokens) > 1
