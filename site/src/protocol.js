@@ -95,8 +95,11 @@ export const status = (msg) => ({ type: MSG.STATUS, msg });
 /** A start-up stage began (a key of the manifest's site.stages). */
 export const stage = (stage) => ({ type: MSG.STAGE, stage, t: performance.now() });
 
-/** Bytes downloaded per stage, and totals learnt from Content-Length. */
-export const progress = (bytes, extraTotal) => ({ type: MSG.PROGRESS, bytes, extraTotal });
+/**
+ * Bytes downloaded per stage, totals learnt from Content-Length, and the files asked for whose last byte is not in
+ * (their names).
+ */
+export const progress = (bytes, extraTotal, waiting) => ({ type: MSG.PROGRESS, bytes, extraTotal, waiting });
 
 /**
  * Panel's: the document, and for the loader the worker's timings, whether it started from a snapshot and which

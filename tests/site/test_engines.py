@@ -88,7 +88,7 @@ def test_cdn_build_offline_ends_on_the_numpy_panel(engines: Engines, engine: str
         page.screenshot(f"ci-cdn-offline-error-{host}")
         assert page.evaluate("document.body.dataset.error") == "1", (page.text("#error"), page.console)
         assert page.evaluate("document.body.dataset.ready") is None
-        assert "NumPy" in page.text("#error-what"), (page.console, page.text("#error-detail"))
+        assert "NumPy" in page.text("#error-what"), (page.console, page.text("#error-detail"), page.requests)
         assert "numpy-2.2.5" in page.text("#error-detail")
         assert page.evaluate("() => document.getElementById('retry').getClientRects().length > 0")
         # Only NumPy was asked of another host (HTTPS through the refusing proxy shows as host:port).
@@ -127,14 +127,15 @@ def test_a_first_visit_runs_the_pages_scripts_from_their_gzip_copies(engines: En
         assert not {url + f"{js}.gz" for js in main_js} & set(page.evaluate(FETCHED))
 
 
-@pytest.mark.parametrize(("stalled", "stage"), [("pyodide.asm.wasm.gz", "Pyodide runtime"),
-                                               ("bokeh-3.9.2-py3-none-any.whl", "Python packages")])
+@pytest.mark.parametrize(("stalled", "stage", "named"),
+                         [("pyodide.asm.wasm.gz", "Pyodide runtime", "build/pyodide/pyodide.asm.wasm"),
+                          ("bokeh-3.9.2-py3-none-any.whl", "Python packages", "bokeh")])
 @pytest.mark.parametrize("engine", ENGINES)
 def test_a_stalled_download_ends_on_the_error_panel_and_retry_goes_on(engines: Engines, engine: str, stalled: str,
-                                                                    stage: str, cdn_site: Path) -> None:
+                                                                    stage: str, named: str, cdn_site: Path) -> None:
     """A file whose download stops halfway, the connection left open (a host or a link that hangs): the stage's
-    watchdog shows the error panel naming the stage, with Retry; once the host answers again, Retry starts over
-    and gets as far as CI can (the NumPy panel)."""
+    watchdog shows the error panel naming the stage and the file it still waits for, with Retry; once the host
+    answers again, Retry starts over and gets as far as CI can (the NumPy panel)."""
     stall = Stall(stalled)
     with hosted(cdn_site, "plain", stall) as url, engines.page(engine) as page:
         page.open(url + "index.html?stall=25")
@@ -142,7 +143,10 @@ def test_a_stalled_download_ends_on_the_error_panel_and_retry_goes_on(engines: E
         assert stall.stalled, "the stalled file was never asked for"
         assert page.evaluate("document.body.dataset.error") == "1", page.text("#error")
         assert page.text("#error-what") == f"Stalled: {stage}", page.text("#error")
-        assert "No progress for 25 s" in page.text("#error-detail")
+        detail = page.text("#error-detail")
+        assert "No progress for 25 s" in detail
+        waiting = detail.partition("Still waiting for: ")[2]
+        assert named in waiting.rstrip(".").split(", "), detail
         stall.release()
         origin = page.evaluate("performance.timeOrigin")
         page.click("#retry")

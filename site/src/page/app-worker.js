@@ -93,9 +93,9 @@ export async function startWorker(worker, manifest, mainJs, hold, fallbacks, hoo
 
   worker.onmessage = async (event) => {
     const msg = event.data;
-    progressed(JSON.stringify([msg.type, msg.bytes, msg.stage, msg.msg]));
+    progressed(JSON.stringify([msg.type, msg.bytes, msg.waiting, msg.stage, msg.msg]));
     if (msg.type === MSG.PROGRESS) {
-      showProgress(msg.bytes, msg.extraTotal);
+      showProgress(msg.bytes, msg.extraTotal, msg.waiting);
     } else if (msg.type === MSG.STAGE) {
       showStage(msg.stage);
     } else if (msg.type === MSG.STATUS) {

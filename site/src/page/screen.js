@@ -6,7 +6,8 @@ import { $, body, info, mb, query } from "./env.js";
 // instead of a bar that never moves. `?stall=SECONDS` sets it (the tests use a short one).
 const STALL_MS = 1000 * (Number(query.get("stall")) || 45);
 
-const state = { stages: [], stage: null, labels: {}, bytes: {}, total: {}, mainJsBytes: 0, failed: false, progress: "" };
+const state = { stages: [], stage: null, labels: {}, bytes: {}, total: {}, waiting: [], mainJsBytes: 0, failed: false,
+  progress: "" };
 let stallTimer = null;
 let worker = null; // terminated by a failure it did not report itself
 
@@ -48,7 +49,11 @@ export function watchdog() {
     const label = state.labels[state.stage] || "Loading the page";
     const row = state.stage && $(`#stage-${state.stage} .bytes`)?.textContent;
     const seen = [row && `${label} ${row}`, $("#status").textContent].filter(Boolean).join("; ") || "nothing yet";
-    fail({ what: `Stalled: ${label}`, detail: `No progress for ${STALL_MS / 1000} s. Last seen: ${seen}.`, stage: state.stage });
+    const names = state.waiting.length > 4 ? [...state.waiting.slice(0, 3), `${state.waiting.length - 3} more files`]
+      : state.waiting;
+    const waiting = names.length ? ` Still waiting for: ${names.join(", ")}.` : "";
+    fail({ what: `Stalled: ${label}`, detail: `No progress for ${STALL_MS / 1000} s. Last seen: ${seen}.${waiting}`,
+      stage: state.stage });
   }, STALL_MS);
 }
 
@@ -116,7 +121,8 @@ function render() {
 }
 
 /** The worker's byte counts (its 'progress'), with the page's own scripts counted in the runtime's row. */
-export function showProgress(bytes, extraTotal) {
+export function showProgress(bytes, extraTotal, waiting) {
+  state.waiting = waiting;
   for (const s of state.stages) {
     state.bytes[s] = bytes[s] + (s === "runtime" ? state.mainJsBytes : 0);
     state.total[s] = state.totals[s] + extraTotal[s];

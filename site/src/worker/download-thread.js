@@ -40,6 +40,7 @@ export function downloadInThread(ctx, net, order) {
   }
   const failAll = (reason) => {
     for (const [url, { reject }] of pending) {
+      net.answered(url);
       net.assetFailed(url, reason);
       reject(new Error(reason));
     }
@@ -59,6 +60,7 @@ export function downloadInThread(ctx, net, order) {
   thread.onmessage = ({ data: { url, files, size, status, error } }) => {
     const { resolve, reject } = pending.get(url);
     pending.delete(url);
+    net.answered(url);
     if (!pending.size) delete unpacked.thread;
     if (error || status) {
       const reason = error || `HTTP ${status}`;
@@ -74,7 +76,10 @@ export function downloadInThread(ctx, net, order) {
     event.preventDefault(); // handled: every wheel still pending fails with this reason
     failAll("the download thread (fetcher.js) could not be loaded");
   };
-  net.runtimeIn.then(() => thread.postMessage(order));
+  net.runtimeIn.then(() => {
+    for (const url of pending.keys()) net.asked(url);
+    thread.postMessage(order);
+  });
   return unpacked;
 }
 

@@ -15,7 +15,8 @@ const RUNTIME_DOWNLOADS = ["build/pyodide/pyodide.asm.wasm", "build/pyodide/pyth
  * @param ctx context.js
  * @param {{keep: boolean, files: object|null}} options keep: store the runtime's files in this build's cache;
  *   files: the portable file's (path -> {bytes, type})
- * @returns the network: {download, count, failedAssets, assetFailed, runtimeIn, early, fetched, servedCopy}
+ * @returns the network: {download, count, asked, answered, failedAssets, assetFailed, runtimeIn, early, fetched,
+ *   servedCopy}
  */
 export function network(ctx, { keep, files }) {
   const { root, manifest } = ctx;
@@ -25,10 +26,15 @@ export function network(ctx, { keep, files }) {
   const failed = []; // [{url, reason}]: every fetch that failed, named on the error panel
   const thread = []; // URLs the download thread fetched
   const early = new Map(); // absolute URL -> Promise<Response> requested before Pyodide asks
+  const waiting = new Set(); // absolute URLs asked for whose last byte is not in: a stall's panel names them
   const runtimeEnds = new Map(); // absolute URL -> resolve(the promise of its last byte)
   const useCopies = !files && gzipCopies(ctx);
   const realFetch = self.fetch.bind(self);
   let timer = null;
+  const report = () => post(progress({ ...bytes }, { ...extraTotal }, [...waiting].map((u) => named(u, root))));
+  // Told at once, not on the count's timer: a request that never gets an answer is what a stall's panel names.
+  const asked = (url) => waiting.add(url) && report();
+  const answered = (url) => waiting.delete(url) && report();
   let keepIn = null; // Promise<Cache> while storing this visit's runtime files
   if (keep) {
     keepIn = caches.open(ctx.cacheName);
@@ -52,7 +58,7 @@ export function network(ctx, { keep, files }) {
       if (timer) return;
       timer = setTimeout(() => {
         timer = null;
-        post(progress({ ...bytes }, { ...extraTotal }));
+        report();
       }, 100);
     },
     addTotal(url, size) {
@@ -61,6 +67,8 @@ export function network(ctx, { keep, files }) {
     threadFetched(url) {
       thread.push(url);
     },
+    asked,
+    answered,
     fetched: () => [...performance.getEntriesByType("resource").map((e) => e.name), ...thread],
     /** A file could not be downloaded: noted for the error panel; a runtime file is reported at once. */
     assetFailed(url, reason) {
@@ -95,14 +103,18 @@ export function network(ctx, { keep, files }) {
   // Counts bytes from a clone and hands Pyodide the untouched response: a synthetic Response would lose its URL,
   // and with it Chromium's compiled-wasm code cache (except for a gzip copy).
   async function download(url, input, init) {
+    asked(url);
+    const finished = () => answered(url);
     const copy = useCopies ? await copyOf(ctx, url) : null;
     let resp;
     try {
       resp = await realFetch(copy || input, copy ? undefined : init);
     } catch (e) {
+      finished();
       net.assetFailed(copy || url, `network error (${e.message || e})`);
       throw e;
     }
+    if (!resp.ok || !resp.body || init?.integrity) finished(); // in whole (integrity), or nothing more to come
     if (!resp.ok) {
       net.assetFailed(copy || url, `HTTP ${resp.status}`);
       return resp;
@@ -123,7 +135,7 @@ export function network(ctx, { keep, files }) {
           if (done) break;
           net.count(url, value.byteLength);
         }
-      })();
+      })().finally(finished);
       // A broken stream: the response's own reader (Pyodide's) fails and reports it; the count just stops.
       counted.catch((e) => console.info(`[site] counting ${url} stopped:`, e?.message || e));
       runtimeEnds.get(url)?.(counted);
