@@ -23,6 +23,9 @@ def generate(page: Page, prompt: str) -> tuple[list[list[int]], list[str]]:
     # Typed at machine speed, every key a prompt change: the views of the last one are drawn before the click, as
     # they are when a learner reaches for Generate (the page lays out each change for ~0.1 s).
     page.wait_js("document.body.dataset.worker !== 'busy'", timeout_s=30)
+    # ... and the page has painted them: a click while it still lays them out (0.8 s in WebKit on a loaded machine)
+    # would paint every token of the answer at once.
+    page.evaluate("() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))")
     page.evaluate(RECORD_TOKENS_JS)
     page.click("button", "Generate")
     page.wait_js("window.tokenFrames.done", timeout_s=60)

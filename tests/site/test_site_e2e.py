@@ -366,9 +366,13 @@ def test_first_view_is_the_live_app_until_it_is_replaced(browser: object, site: 
         page = visit.page
         page.goto(url + "index.html")
         page.wait_for_selector("body[data-first-view='shown']", state="attached", timeout=60_000)
+        # Drawn (BokehJS has laid it out), and its linked stylesheets applied: both take a moment after 'shown'.
+        visit.wait_js("window.siteInfo.timings.firstView !== undefined", timeout_s=60)
+        deadline = time.monotonic() + 15
+        while (first_tokens := token_box_height(page)) < 44 and time.monotonic() < deadline:
+            time.sleep(0.1)
         first = page.evaluate(ALL_SOURCES_JS)
         first_box = page.evaluate(MAP_BOX_JS)
-        first_tokens = token_box_height(page)
         visit.screenshot("e2e-first-view")
         assert page.evaluate("document.body.dataset.ready") is None, "too late: the live app came first"
         page.wait_for_selector("body[data-ready='1']", state="attached", timeout=180_000)
