@@ -240,3 +240,39 @@ def test_a_single_file_saved_with_a_trained_model_opens_on_it(browser: object, v
         visit.page.get_by_text("This page has no storage", exact=False).first.wait_for(timeout=30_000)
         visit.page.screenshot(path=str(Path(__file__).resolve().parents[2] / "artifacts" / "site" /
                                        "chromium-lab-portable-model.png"), full_page=True)
+
+
+def test_a_single_file_saved_with_a_loaded_checkpoint_opens_on_it(browser: object, vendored_site: Path,
+                                                                  tmp_path: Path) -> None:
+    """A Llama checkpoint made here by `transformers`, dropped on the page (kept in the store), then "Save for
+    offline use": the file, opened from disk with ?model=, shows that model, says it has no storage, and Generate
+    streams from it."""
+    from conftest import Visit, serve
+
+    llama = llama_checkpoint(tmp_path)
+    name = "loaded: llama 2x4 d32"
+    with serve(vendored_site) as url, Visit(browser, url) as visit:
+        visit.open()
+        assert visit.page.evaluate("document.body.dataset.ready") == "1", visit.console
+        assert visit.page.evaluate(f"([files, picker]) => ({DROP_JS})(files, picker)", [llama, False]) == len(llama)
+        visit.wait_js(f"({MODELS_JS})()?.value === {name!r}", timeout_s=120)
+        visit.wait_js(f"({STATUS_JS})().includes('a reload keeps it')", timeout_s=60)
+        with visit.page.expect_download(timeout=180_000) as download:
+            visit.page.get_by_role("button", name="Save for offline use").click()
+        saved = tmp_path / download.value.suggested_filename
+        download.value.save_as(saved)
+    query = urllib.parse.urlencode({"model": name})
+    with Visit(browser, saved.as_uri(), allowed=("file:", "blob:", "data:")) as visit:
+        visit.open(f"?{query}")
+        assert visit.page.evaluate("document.body.dataset.ready") == "1", visit.console
+        models = visit.wait_js(f"({MODELS_JS})()?.value === {name!r} && ({MODELS_JS})()", timeout_s=60)
+        assert models["value"] == name, models
+        # said in the Your models view, hidden: the page opens on the map of this model
+        visit.page.get_by_text("This page has no storage", exact=False).first.wait_for(state="attached",
+                                                                                        timeout=30_000)
+        visit.page.get_by_role("button", name="Generate").click()
+        visit.wait_js(f"({TOKENS_JS})() >= 3", timeout_s=60)
+        visit.page.screenshot(path=str(Path(__file__).resolve().parents[2] / "artifacts" / "site" /
+                                       "chromium-lab-portable-llama.png"), full_page=True)
+        assert visit.external == []
+        assert not [c for c in visit.console if "pageerror" in c], visit.console
