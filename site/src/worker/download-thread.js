@@ -77,7 +77,7 @@ export function downloadInThread(ctx, net, order) {
     failAll("the download thread (fetcher.js) could not be loaded");
   };
   net.runtimeIn.then(() => {
-    for (const url of pending.keys()) net.asked(url);
+    net.asked(...pending.keys()); // one message for every wheel
     thread.postMessage(order);
   });
   return unpacked;

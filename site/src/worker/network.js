@@ -33,7 +33,10 @@ export function network(ctx, { keep, files }) {
   let timer = null;
   const report = () => post(progress({ ...bytes }, { ...extraTotal }, [...waiting].map((u) => named(u, root))));
   // Told at once, not on the count's timer: a request that never gets an answer is what a stall's panel names.
-  const asked = (url) => waiting.add(url) && report();
+  const asked = (...urls) => {
+    for (const url of urls) waiting.add(url);
+    report();
+  };
   const answered = (url) => waiting.delete(url) && report();
   let keepIn = null; // Promise<Cache> while storing this visit's runtime files
   if (keep) {
