@@ -237,9 +237,11 @@ class Playground:
 
     def _show(self, name: str) -> None:
         self.views[name].catch_up()  # built on first use; brought up to date before it is shown
+        # The others are hidden first: shown first, the page would lay out and paint two views at once.
         for other in VIEW_CLASSES:
-            if self.views.built(other):
-                self.views[other].panel.visible = other == name
+            if other != name and self.views.built(other):
+                self.views[other].panel.visible = False
+        self.views[name].panel.visible = True
         self.switcher.value = name
 
     def build_hidden(self) -> None:

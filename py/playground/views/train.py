@@ -1,6 +1,6 @@
 """Train: a small transformer trained in the page, its heads watched as they form.
 
-slm.train.lab runs the training; this view drives it in chunks of ~0.1 s from an async loop (the page's one
+slm.train.lab runs the training; this view drives it in short chunks from an async loop (the page's one
 Python thread also answers every other control between chunks) and feeds the charts: loss, the task's measure,
 every head's role scores against the step, and the probe prompt's attention at the step the learner picks (a click
 on a chart, or the step box: a number field, which keyboards and screen readers work, unlike a drag slider's
@@ -41,7 +41,8 @@ from .common import (
     wrap_row,
 )
 
-CHUNK = 0.1  # seconds of training between UI turns: Pause is heard within about this
+CHUNK = 0.04  # seconds of training between UI turns: a click or Pause waits at most about this
+GRACE = 0.3  # seconds without training after a change made in the page: its layout then has the machine to itself
 REDRAW = 0.3  # seconds between chart updates while training
 ROLE_TITLES = {"previous_token": "previous token", "induction": "induction", "duplicate_token": "duplicate token"}
 TASK_LABELS = {"repeat": "Repeat a random sequence", "grammar": "The playground's grammar", "text": "Your own text"}
@@ -66,6 +67,8 @@ class TrainView(View):
         self.running = False
         self.text = ""
         self._last_draw = 0.0
+        self._last_heard = 0.0  # time.monotonic() of the last change the page sent (_heard)
+        self._listening: Any = None  # the document _heard listens to
         self._grid_shape: tuple | None = None
         self._drawn_steps: list[int] | None = None  # the evaluations the curves show
         self._drawn_attention: tuple | None = None  # (run, checkpoint step) the grid shows
@@ -195,12 +198,15 @@ class TrainView(View):
         # While the learner looks at another view the charts wait (`catch_up` draws them on return): the page
         # would otherwise lay out the hidden charts at every draw, and its clicks would queue behind that.
         draw = self.when_shown(self._draw)
+        self._listen()
         try:
             while self.running and run is self.run and not run.finished:
                 run.run_for(CHUNK)
                 if time.monotonic() - self._last_draw > REDRAW or run.finished:
                     draw()
-                await asyncio.sleep(0.01)  # the page's other events run here
+                await asyncio.sleep(0.005)  # the page's other events run here
+                while self.running and (wait := self._last_heard + GRACE - time.monotonic()) > 0:
+                    await asyncio.sleep(wait)
         except Exception as exc:  # noqa: BLE001 - a failed step must reach the learner, not a console
             self._say(f"Training stopped: {exc}")
         finally:
@@ -208,6 +214,16 @@ class TrainView(View):
                 self.running = False
                 self._draw(force=True)
                 self._buttons()
+
+    def _listen(self) -> None:
+        doc = pn.state.curdoc
+        if doc is not None and doc is not self._listening:
+            doc.on_change(self._heard)
+            self._listening = doc
+
+    def _heard(self, event: Any) -> None:
+        if getattr(event, "setter", None) is not None:  # set by the page (Python's own changes have no setter)
+            self._last_heard = time.monotonic()
 
     def pause_or_resume(self) -> None:
         if self.running:
