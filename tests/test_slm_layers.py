@@ -281,3 +281,20 @@ def test_one_block_has_twelve_d_squared_weights():
              if n.startswith("blocks.0.") and ".norm" not in n}
     total = sum(math.prod(s) for s in block.values())
     assert total == 3072 == 12 * 16**2
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_the_products_pyodide_runs_give_the_same_logits(monkeypatch, tied):
+    """Under Pyodide (layers.FOLD_EVERY_STACK) every stack is folded into one product, and a weight used
+    transposed goes through einsum: the same logits within rounding, for a batch and for a single sequence."""
+    cfg = slm.Config(n_vocab=13, n_ctx=8, n_model=16, n_heads=4, n_kv_heads=2, n_layers=2, activation="swiglu",
+                     bias=True, tied=tied)
+    model = slm.Model.init(cfg, seed=5)
+    tokens = np.random.default_rng(1).integers(0, 13, size=(3, 8))
+    monkeypatch.setattr(layers, "FOLD_EVERY_STACK", False)
+    plain = [model.forward(tokens).logits, model.forward(tokens[0]).logits]
+    monkeypatch.setattr(layers, "FOLD_EVERY_STACK", True)
+    fast = [model.forward(tokens).logits, model.forward(tokens[0]).logits]
+    for a, b in zip(plain, fast, strict=True):
+        assert a.shape == b.shape
+        np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-12)

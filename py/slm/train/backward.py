@@ -72,9 +72,10 @@ def _sum_rows(a: np.ndarray) -> np.ndarray:
     return a.reshape(-1, a.shape[-1]).sum(axis=0)
 
 
-# Pyodide's NumPy has no BLAS: its matmul is a plain loop over the shared axis, 2-4x faster when that axis is
-# contiguous in both operands, and the copies that arrange this cost less than they save. The same layout slows
-# CPython's BLAS down, and a fused product rounds differently, so CPython (and shipped.npz) keeps the plain path.
+# Pyodide's NumPy has no BLAS: its products are plain loops. einsum's unrolled dot-product loop, over a shared
+# axis made contiguous in both operands, beats its matmul, and the copies that arrange this cost less than they
+# save. The same layout slows CPython's BLAS down, and a fused product rounds differently, so CPython (and
+# shipped.npz) keeps the plain path.
 WASM_LAYOUT = sys.platform == "emscripten"
 
 
@@ -82,13 +83,16 @@ def _outer(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """sum over rows of a[r]^T b[r]: (.., m), (.., n) -> (m, n)."""
     a2, b2 = a.reshape(-1, a.shape[-1]), b.reshape(-1, b.shape[-1])
     if WASM_LAYOUT:
-        return np.ascontiguousarray(a2.T) @ np.asfortranarray(b2)
+        return np.einsum("mr,nr->mn", np.ascontiguousarray(a2.T), np.ascontiguousarray(b2.T))
     return a2.T @ b2
 
 
 def _mm(a: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """a (.., m) @ w (m, n), with w's columns contiguous under WASM_LAYOUT."""
-    return a @ np.asfortranarray(w) if WASM_LAYOUT else a @ w
+    """a (.., m) @ w (m, n)."""
+    if WASM_LAYOUT:
+        out = np.einsum("rm,nm->rn", a.reshape(-1, a.shape[-1]), np.ascontiguousarray(w.T))
+        return out.reshape(*a.shape[:-1], w.shape[-1])
+    return a @ w
 
 
 def _norm_backward(model: Model, name: str, x: np.ndarray, dout: np.ndarray, grads: dict) -> np.ndarray:
@@ -270,7 +274,14 @@ def backward(
             d = dz1 + _attention_backward(model, i, x, lt, trace.positions, dz1, grads)
 
     # x = tok_emb[tokens] + pos
-    np.add.at(grads["tok_emb"], trace.tokens.reshape(-1), d.reshape(-1, cfg.n_model))
+    tokens, rows = trace.tokens.reshape(-1), d.reshape(-1, cfg.n_model)
+    if WASM_LAYOUT:  # the rows summed per token after a sort: np.add.at's per-row loop is slower there
+        order = np.argsort(tokens, kind="stable")
+        ordered = tokens[order]
+        starts = np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]]))
+        grads["tok_emb"][ordered[starts]] += np.add.reduceat(rows[order], starts, axis=0)
+    else:
+        np.add.at(grads["tok_emb"], tokens, rows)
     if cfg.positions == "learned":
         grads["pos_emb"][trace.positions] += d.sum(axis=0)
     return grads
