@@ -72,8 +72,19 @@ def status_lines(page) -> list[str]:
     return page.locator(".pg-summary[role=status]").all_inner_texts()
 
 
-# A view tab clicked in the page, timed there: milliseconds from the click to the first frame after the one that
-# shows the view's heading (Panel renders into shadow roots, hence the walk).
+# The arrival time of each message from the app's worker, kept by the page (an init script wraps Worker).
+HEARD_JS = """(() => {
+  const Original = window.Worker;
+  window.__heard = [];
+  window.Worker = function (url, options) {
+    const worker = new Original(url, options);
+    worker.addEventListener("message", () => window.__heard.push(performance.now()));
+    return worker;
+  };
+})();"""
+# A view tab clicked in the page, timed there: milliseconds from the click to the worker's first message after it
+# (its answer), and to the first frame after the one that shows the view's heading (Panel renders into shadow
+# roots, hence the walk).
 SHOWN_JS = """async ([tab, heading]) => {
   const all = (root, sel, out = []) => { out.push(...root.querySelectorAll(sel));
     for (const e of root.querySelectorAll('*')) if (e.shadowRoot) all(e.shadowRoot, sel, out); return out; };
@@ -83,7 +94,9 @@ SHOWN_JS = """async ([tab, heading]) => {
   return await new Promise((resolve) => {
     const tick = () => {
       const el = all(document, 'h2.pg-title').find(e => e.textContent === heading && e.getClientRects().length);
-      if (el) requestAnimationFrame(() => resolve(performance.now() - t0)); else requestAnimationFrame(tick);
+      const answered = () => (window.__heard.find((t) => t > t0) ?? NaN) - t0;
+      if (el) requestAnimationFrame(() => resolve([performance.now() - t0, answered()]));
+      else requestAnimationFrame(tick);
     };
     requestAnimationFrame(tick);
   });
@@ -91,20 +104,22 @@ SHOWN_JS = """async ([tab, heading]) => {
 HEADINGS = {"Model map": "The model at a glance", "Train": "Train a transformer"}
 
 
-def tab_click(page, n: int) -> tuple[float, float]:
-    """The n-th click of Model map, Train, Model map, ...: seconds to the view on screen, and to the worker idle."""
+def tab_click(page, n: int) -> tuple[float, float, float]:
+    """The n-th click of Model map, Train, Model map, ...: seconds to the view on screen, to the worker idle, and to
+    the worker's answer."""
     tab = ("Model map", "Train")[n % 2]
     start = time.monotonic()
-    shown = page.evaluate(SHOWN_JS, [tab, HEADINGS[tab]]) / 1000
+    shown, answered = (ms / 1000 for ms in page.evaluate(SHOWN_JS, [tab, HEADINGS[tab]]))
     page.wait_for_function("() => document.body.dataset.worker !== 'busy'", timeout=30_000)
-    return shown, time.monotonic() - start
+    return shown, time.monotonic() - start, answered
 
 
 def lab_run(browser, url: str) -> dict:
     """From pressing Start (once every view is built, as a learner would find the page) to accuracy >= 0.9
-    untouched; view-tab clicks (Model map and back) before Start and, after 0.9, while it still trains (the Train
-    view draws only while shown, so the status is read there)."""
+    untouched; view-tab clicks (Model map and back) before Start, after 0.9 while it still trains (the Train view
+    draws only while shown, so the status is read there), and once it is done."""
     context = browser.new_context(viewport={"width": 1280, "height": 1000})
+    context.add_init_script(HEARD_JS)
     page = context.new_page()
     page.goto(url + "?view=train&task=repeat")
     page.wait_for_function("() => document.body.dataset.views === 'built'", timeout=180_000)
@@ -131,13 +146,24 @@ def lab_run(browser, url: str) -> dict:
             break
         page.wait_for_timeout(100)
     steps = int(STATUS.search(line).group(1))
+    # The same clicks once training is done: the Train view's charts as full, nothing training
+    after = []
+    for n in range(6):
+        page.wait_for_timeout(1000)
+        after.append(tab_click(page, n)[0])
     context.close()
     return {"to_0.9_s": None if reached is None else reached[0] - pressed, "step_at_0.9": reached and reached[1],
             "steps_per_s": (steps - first[1]) / (now - first[0]),
             "quiet_shown_s": statistics.median(quiet),
             "click_shown_s": statistics.median(c[0] for c in clicks) if clicks else None,
             "click_shown_worst_s": max((c[0] for c in clicks), default=None),
-            "click_idle_s": statistics.median(c[1] for c in clicks) if clicks else None}
+            "map_shown_s": statistics.median(c[0] for c in clicks[0::2]) if clicks else None,
+            "train_shown_s": statistics.median(c[0] for c in clicks[1::2]) if clicks[1:] else None,
+            # Only the Train clicks: under the Train view a chart update may be on its way when Model map is clicked
+            "click_answered_s": statistics.median(c[2] for c in clicks[1::2]) if clicks[1:] else None,
+            "click_answered_worst_s": max((c[2] for c in clicks[1::2]), default=None),
+            "click_idle_s": statistics.median(c[1] for c in clicks) if clicks else None,
+            "done_map_shown_s": statistics.median(after[0::2]), "done_train_shown_s": statistics.median(after[1::2])}
 
 
 TEXT_STATUS = re.compile(r"step (\d+) / (\d+) · loss [\d.]+ · loss below the unigram baseline (-?[\d.]+)")
@@ -286,6 +312,12 @@ def main() -> None:
                       ("steps_per_s", "steps per second"),
                       ("quiet_shown_s", "a view-tab click to the view on screen, before Start, median, s"),
                       ("click_shown_s", "… while it trains, median, s"), ("click_shown_worst_s", "… worst, s"),
+                      ("map_shown_s", "… while it trains, Model map clicks, median, s"),
+                      ("train_shown_s", "… while it trains, Train clicks, median, s"),
+                      ("done_map_shown_s", "… once done (nothing training), Model map clicks, median, s"),
+                      ("done_train_shown_s", "… once done (nothing training), Train clicks, median, s"),
+                      ("click_answered_s", "… while it trains, Train clicks, to the worker's first answer, median, s"),
+                      ("click_answered_worst_s", "… worst, s"),
                       ("click_idle_s", "… while it trains, to the worker idle, median, s")):
         print(f"| {what} | {med(labs, key)} |")
     print("\n| own model, 15M Llama shape (Chromium) | median |")
