@@ -13,6 +13,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import products
+
 Point = Callable[[str, np.ndarray], np.ndarray]  # a hook point inside a building block: (name, value) -> value
 
 
@@ -106,11 +108,7 @@ def linear(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     """x @ w for x (..., n) and w (n, m), the leading axes folded into one for a stack of single rows: NumPy would
     run one small product per batch row (a batch of single rows, as patching runs, is ~2.7x slower that way)."""
     if FOLD_EVERY_STACK and w.ndim == 2:
-        # einsum's loops beat the BLAS-less matmul: along rows of both for a weight stored (m, n) and used
-        # transposed, along rows of w and of the output otherwise (the same products, summed in another order).
-        rows = x.reshape(-1, x.shape[-1])
-        out = np.einsum("rn,mn->rm", rows, w.T) if w.flags.f_contiguous else np.einsum("rn,nm->rm", rows, w)
-        return out.reshape(*x.shape[:-1], w.shape[-1])
+        return products.matmul(x.reshape(-1, x.shape[-1]), w).reshape(*x.shape[:-1], w.shape[-1])
     if x.ndim <= 2 or not (FOLD_EVERY_STACK or x.shape[-2] == 1):
         return x @ w
     return (x.reshape(-1, x.shape[-1]) @ w).reshape(*x.shape[:-1], w.shape[-1])

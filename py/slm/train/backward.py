@@ -12,12 +12,13 @@ batches (B, T) with `lengths` (padding ignored in the loss and never attended).
 
 from __future__ import annotations
 
+import math
 import sys
 from typing import Any
 
 import numpy as np
 
-from .. import layers
+from .. import layers, products
 from ..model import Model, Trace
 
 # ---- the loss ----
@@ -72,10 +73,9 @@ def _sum_rows(a: np.ndarray) -> np.ndarray:
     return a.reshape(-1, a.shape[-1]).sum(axis=0)
 
 
-# Pyodide's NumPy has no BLAS: its products are plain loops. einsum's unrolled dot-product loop, over a shared
-# axis made contiguous in both operands, beats its matmul, and the copies that arrange this cost less than they
-# save. The same layout slows CPython's BLAS down, and a fused product rounds differently, so CPython (and
-# shipped.npz) keeps the plain path.
+# Pyodide's NumPy has no BLAS: there the products run as products.py chooses, over operands laid out for it, and
+# the q, k and v projections' gradients as one product. The same layout slows CPython's BLAS down, and a fused
+# product rounds differently, so CPython (and shipped.npz) keeps the plain path.
 WASM_LAYOUT = sys.platform == "emscripten"
 
 
@@ -83,15 +83,14 @@ def _outer(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """sum over rows of a[r]^T b[r]: (.., m), (.., n) -> (m, n)."""
     a2, b2 = a.reshape(-1, a.shape[-1]), b.reshape(-1, b.shape[-1])
     if WASM_LAYOUT:
-        return np.einsum("mr,nr->mn", np.ascontiguousarray(a2.T), np.ascontiguousarray(b2.T))
+        return products.matmul_tn(a2, b2)
     return a2.T @ b2
 
 
 def _mm(a: np.ndarray, w: np.ndarray) -> np.ndarray:
     """a (.., m) @ w (m, n)."""
     if WASM_LAYOUT:
-        out = np.einsum("rm,nm->rn", a.reshape(-1, a.shape[-1]), np.ascontiguousarray(w.T))
-        return out.reshape(*a.shape[:-1], w.shape[-1])
+        return products.matmul(a.reshape(-1, a.shape[-1]), w).reshape(*a.shape[:-1], w.shape[-1])
     return a @ w
 
 
@@ -151,7 +150,10 @@ def _attention_backward(
 ) -> np.ndarray:
     """Backward of one attention sublayer reading x (B, T, d); dout is the gradient of attn_out."""
     cfg, p, a = model.cfg, model.params, f"blocks.{i}.attn"
-    group, scale = cfg.group_size, 1.0 / np.sqrt(cfg.head_size)
+    group = cfg.group_size
+    # An np.float64 scale makes float32 gradients float64 from here on, as CPython's training (and shipped.npz) has
+    # it; Pyodide's products keep float32, which halves their memory traffic and which the SIMD kernel needs.
+    scale = 1.0 / math.sqrt(cfg.head_size) if WASM_LAYOUT else 1.0 / np.sqrt(cfg.head_size)
     k_rep = np.repeat(lt.k, group, axis=-3) if group > 1 else lt.k  # (B, H, S, k)
     v_rep = np.repeat(lt.v, group, axis=-3) if group > 1 else lt.v
     heads = lt.attention @ v_rep  # (B, H, T, k): what W_o reads (not kept in the trace)

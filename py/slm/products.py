@@ -1,0 +1,71 @@
+"""Products of activations with weights as Pyodide runs them.
+
+Pyodide's NumPy has no BLAS and no SIMD, so its matmul is a plain loop. Here these products run einsum's unrolled
+loops or, once the page has provided one (`use_kernel`), a WebAssembly SIMD kernel called through ctypes. CPython
+never comes here: its callers keep NumPy's matmul, whose rounding `shipped.npz` was trained with.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+# gemm(a, b, c, m, k, n, a_row, a_col): c (m, n) = A (m, k) @ b (k, n), all float32, b and c rows contiguous, and
+# A[i, p] at a + 4 (i a_row + p a_col), so a transposed operand needs no copy.
+_gemm = None
+# Under this many multiply-adds the kernel's call costs more than it saves (~15 us, measured under Node).
+KERNEL_MIN_MACS = 16_384
+
+
+def use_kernel(path: str | None) -> None:
+    """Run the products through the kernel in the WebAssembly side module at `path` (see site/src/worker/gemm.wat);
+    None goes back to einsum."""
+    global _gemm
+    if path is None:
+        _gemm = None
+        return
+    gemm = ctypes.CDLL(path).gemm
+    gemm.restype = None
+    gemm.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] * 5
+    _gemm = gemm
+
+
+def kernel_in_use() -> bool:
+    return _gemm is not None
+
+
+def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a (r, n) @ b (n, m)."""
+    # A weight stored transposed is copied for the kernel when it is the smaller operand.
+    if _gemm is not None and _worth_it(a, b) and (b.flags.c_contiguous or b.size <= a.size):
+        return _kernel(a, np.ascontiguousarray(b))
+    # einsum's loops run along rows of both operands for a weight stored (m, n) and used transposed, along rows of
+    # b and of the output otherwise.
+    return np.einsum("rn,mn->rm", a, b.T) if b.flags.f_contiguous else np.einsum("rn,nm->rm", a, b)
+
+
+def matmul_tn(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a.T @ b for a (r, m), b (r, n): a weight's gradient, summed over the rows."""
+    if _gemm is not None and _worth_it(a.T, b):
+        return _kernel(a.T, np.ascontiguousarray(b))
+    return np.einsum("mr,nr->mn", np.ascontiguousarray(a.T), np.ascontiguousarray(b.T))
+
+
+def _worth_it(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.dtype == b.dtype == np.float32 and a.shape[0] * a.shape[1] * b.shape[1] >= KERNEL_MIN_MACS
+
+
+def _kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a (m, k) @ b (k, n) by the kernel; b's rows contiguous, a either way round (else copied)."""
+    (m, k), n = a.shape, b.shape[1]
+    if not (a.flags.c_contiguous or a.flags.f_contiguous):
+        a = np.ascontiguousarray(a)
+    a_row, a_col = (k, 1) if a.flags.c_contiguous else (1, m)
+    out = np.empty((m, n), np.float32)
+    _gemm(_address(a), _address(b), _address(out), m, k, n, a_row, a_col)
+    return out
+
+
+def _address(x: np.ndarray) -> int:
+    return x.__array_interface__["data"][0]
