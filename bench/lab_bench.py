@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """The training lab and an own model in the built site, in headless Chromium (a real wasm NumPy needed):
 
-    python bench/lab_bench.py --site DIR [--runs 3] [--skip-lab] [--skip-own] [--text]   # DIR: build.py --site-dir DIR
+    python bench/lab_bench.py --site DIR [--runs 3] [--skip-lab] [--skip-own] [--text] [--steps]
+    # DIR: build.py --site-dir DIR
 
 Lab: the repeat task's default preset (`view=train&task=repeat`, Start pressed once every view is built): seconds
 from Start to the first status line with the measure >= 0.9, steps per second, and how long a click on a view tab
-takes to be answered while it trains; with --text, 100 KB of own text to 20 % below the unigram loss. Own model: a
+takes to be answered while it trains; with --text, 100 KB of own text to 20 % below the unigram loss; with --steps,
+the preset's whole run in the page against the same run by the command line, in turn (the run's own seconds, from
+the .npz each writes). Own model: a
 random-weight Llama of the 15M TinyStories shape (d 288, 6 layers, 6 heads, vocabulary 32,000, context 256, SwiGLU
 768) saved by `transformers` with a BPE tokenizer trained by `tokenizers`, dropped on the page: seconds from the
 drop to the model shown, a prompt edit (32 tokens) to the views updated, Generate's tokens per second, the Patching
@@ -18,14 +21,18 @@ from __future__ import annotations
 import argparse
 import functools
 import http.server
+import json
+import os
 import re
 import shutil
 import statistics
+import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
+import numpy as np
 from playwright.sync_api import sync_playwright
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -166,6 +173,39 @@ def lab_run(browser, url: str) -> dict:
             "done_map_shown_s": statistics.median(after[0::2]), "done_train_shown_s": statistics.median(after[1::2])}
 
 
+def page_seconds(browser, url: str, folder: Path) -> float:
+    """One run of the repeat preset started by the link (`autostart=1`), left alone until done: the run's own
+    seconds (its steps and evaluations), read from the model the page downloads."""
+    context = browser.new_context(viewport={"width": 1280, "height": 1000}, accept_downloads=True)
+    page = context.new_page()
+    page.goto(url + "?view=train&task=repeat&autostart=1")
+    deadline = time.monotonic() + 600
+    while not any(line.endswith(" done") for line in status_lines(page)):  # Panel's views are in shadow roots
+        if time.monotonic() > deadline:
+            raise TimeoutError("the run did not end within 10 minutes")
+        page.wait_for_timeout(500)
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Download the model (.npz)").click()
+    path = folder / "page.npz"
+    download.value.save_as(path)
+    context.close()
+    return run_seconds(path)
+
+
+def cli_seconds(folder: Path) -> float:
+    """The same run by `python -m slm.train --task repeat`, on one BLAS thread: its own seconds, from its .npz."""
+    out = folder / "cli.npz"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "py"), "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    subprocess.run([sys.executable, "-m", "slm.train", "--task", "repeat", "--out", str(out), "--quiet"], env=env,
+                   check=True, timeout=600)
+    return run_seconds(out)
+
+
+def run_seconds(npz: Path) -> float:
+    with np.load(npz) as arrays:
+        return float(json.loads(str(arrays["__meta__"]))["training"]["seconds"])
+
+
 TEXT_STATUS = re.compile(r"step (\d+) / (\d+) · loss [\d.]+ · loss below the unigram baseline (-?[\d.]+)")
 
 
@@ -285,6 +325,8 @@ def main() -> None:
     parser.add_argument("--skip-lab", action="store_true")
     parser.add_argument("--skip-own", action="store_true")
     parser.add_argument("--text", action="store_true", help="also time the text task on 100 KB (minutes a run)")
+    parser.add_argument("--steps", action="store_true",
+                        help="also the repeat preset's whole run in the page and by `python -m slm.train`, in turn")
     args = parser.parse_args()
     url = serve(args.site)
     folder = args.site / "bench-llama"  # served beside the site, removed after
@@ -296,6 +338,8 @@ def main() -> None:
             browser = p.chromium.launch(executable_path="/usr/bin/chromium")
             labs = [] if args.skip_lab else [lab_run(browser, url) for _ in range(args.runs)]
             texts = [text_run(browser, url) for _ in range(args.runs)] if args.text else []
+            runs = [(page_seconds(browser, url, folder), cli_seconds(folder))
+                    for _ in range(args.runs if args.steps else 0)]
             print("lab rows:", labs, flush=True)
             owns = [] if args.skip_own else [own_run(browser, url, files) for _ in range(args.runs)]
             browser.close()
@@ -332,7 +376,13 @@ def main() -> None:
         print(f"\n| your own text, 100 KB, text preset (Chromium) | median |\n|---|---|\n"
               f"| seconds from Start to 20 % below the unigram loss | {med(texts, 'text_0.2_s')} |\n"
               f"| that step | {med(texts, 'text_step')} |")
-    print(f"\nruns: {args.runs}; lab rows: {labs}; text rows: {texts}; own rows: {owns}")
+    if runs:
+        page, cli = (statistics.median(r[i] for r in runs) for i in (0, 1))
+        print(f"\n| the repeat preset's 1,000 steps, the run's own seconds | median |\n|---|---|\n"
+              f"| in the page (`autostart=1`) | {page:.2f} |\n| `python -m slm.train`, one BLAS thread | {cli:.2f} |\n"
+              f"| ratio | {page / cli:.2f}× |")
+    print(f"\nruns: {args.runs}; step runs (page, CPython): {runs}; lab rows: {labs}; text rows: {texts}; "
+          f"own rows: {owns}")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ One module, one job:
 - ``zips``: deterministic zips and wheels (zopfli when installed);
 - ``patches``: the upstream changes, as patch files under ``patches/<dist>-<version>/``, and ``--check-patches``;
 - ``node``: steps that run Python 3.13 inside the npm Pyodide under Node (byte-compiling, template bytecode);
+- ``kernels``: the WebAssembly kernels of ``site/src/worker/*.wat``, assembled by wabt into side modules;
 - ``packages``: each shipped wheel made (slimmed, patched, compiled, cached) and the project's own wheel;
 - ``assemble``: ``site/build/``: runtime, vendored JS/CSS, wheels, Pyodide's lock file, the manifest;
 - ``serve``: the development server;

@@ -30,6 +30,7 @@ from .fetch import (
     pip_wheel_args,
     terser_minified,
 )
+from .kernels import GEMM, write_kernels
 from .lock import canonical, read_lock
 from .node import NODE
 from .packages import (
@@ -110,6 +111,7 @@ def site_facts(main_js: list[str]) -> dict:
         # the first view, which the page loads before the progress starts.
         "not_loaded": ["build/manifest.json", FACTS_FILE, "build/pyodide/pyodide.js", first_view.FIRST_VIEW_FILE],
         "main_js": main_js,
+        "gemm": GEMM,
         "gzip_copies": {rel: f"{rel}.gz" for rel in (*GZIP_COPIES, *main_js)},
     }
 
@@ -140,6 +142,7 @@ def build(site: Path = SITE, py_dir: Path = PY_DIR, pyodide_packages: Path | Non
     (out / "wheels").mkdir(parents=True)
 
     write_runtime(pkg, lock, out / "pyodide")
+    write_kernels(site, lock)
     main_js = write_browser_assets(wheels, lock, out / "vendor")
     facts = site_facts(main_js)
     write_gzip_copies(site, facts["gzip_copies"])

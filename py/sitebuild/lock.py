@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .common import LOCK, BuildError, log, run, sha256_file
 
-SECTIONS = ("pyodide", "terser", "wheels", "sdists", "pyodide_packages")
+SECTIONS = ("pyodide", "terser", "wabt", "wheels", "sdists", "pyodide_packages")
 
 
 def read_lock(path: Path = LOCK) -> dict:

@@ -234,7 +234,7 @@ def test_the_download_thread_unpacks_wheels_as_python_reads_them(engines: Engine
 
 
 OPTIMISATIONS = ("gzip-copy", "compile-options", "memory-snapshot", "download-thread", "early-requests", "first-view",
-                 "script-copies")
+                 "script-copies", "simd-products")
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -242,7 +242,7 @@ def test_every_optimisation_has_a_plain_path_that_works(engines: Engines, engine
                                                         fake_vendored_site: tuple[Path, str]) -> None:
     """?fallback=all: each optimisation's feature test is overridden and its plain path taken (the wasm itself, no
     compile option, no snapshot, loadPackage downloading and unpacking every wheel, no first view, the page's scripts
-    themselves). The page gets
+    themselves, einsum for slm's products). The page gets
     exactly as far as with them (the fake NumPy's import), every other wheel installed, and says which path each
     took. Without the override the same page takes the optimised paths (so the override is what changed them)."""
     with hosted(fake_vendored_site[0], "plain") as url, engines.page(engine) as page:

@@ -68,6 +68,8 @@ def test_hosted_site_runs_streams_and_restores_its_snapshot(engines: Engines, en
         timings = page.evaluate("window.siteInfo.timings")
         print(f"[{engine} {host}] cold start: ready at {timings['ready']:.0f} ms ({json.dumps(timings)})")
         assert page.evaluate("window.siteInfo.snapshot") == "none"
+        # slm's products run the SIMD kernel (a failure to load it would say so here: worker/kernels.js).
+        assert page.evaluate("window.siteInfo.paths['simd-products']") == "on", page.console
         assert page.evaluate(f"(s) => ({FIND_JS})(s).value", PROMPT) == "the cat"
         # The first visit leaves a memory snapshot for the next one.
         page.wait_js("['saved', 'failed'].includes(document.body.dataset.snapshot)", timeout_s=120)
@@ -96,6 +98,7 @@ def test_hosted_site_runs_streams_and_restores_its_snapshot(engines: Engines, en
         page.screenshot(f"e2e-{host}-05-from-snapshot")
         assert page.evaluate("document.body.dataset.ready") == "1", (page.text("#error"), page.console)
         assert page.evaluate("document.body.dataset.snapshot") == "restored", page.console
+        assert page.evaluate("window.siteInfo.paths['simd-products']") == "on", page.console  # loaded after a restore
         timings = page.evaluate("window.siteInfo.timings")
         print(f"[{engine} {host}] from the snapshot: ready at {timings['ready']:.0f} ms after navigation")
         page.wait_js("document.body.dataset.views === 'built'", timeout_s=60)
@@ -128,7 +131,7 @@ def test_every_optimisation_off_the_app_runs(engines: Engines, engine: str, vend
         paths = page.evaluate("window.siteInfo.paths")
         # No first view for a URL that sets the app's state, forced or not; every other one forced off.
         assert paths.pop("first-view") == "off: the URL sets the app's state", paths
-        assert len(paths) == 6 and set(paths.values()) == {"off: forced"}, paths
+        assert len(paths) == 7 and set(paths.values()) == {"off: forced"}, paths
         _, tokens = generate(page, "the dogs")
         page.screenshot("e2e-every-fallback-generated")
         assert len(tokens) > 1

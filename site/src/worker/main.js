@@ -8,7 +8,8 @@
 //   install packages  packages.js          the wheels in import order: requested early (early.js) or downloaded and
 //                                          unpacked by a thread (download-thread.js), else by loadPackage
 //   import            app.js importApp     prelude.py: Panel and the app's module
-//   start the app     app.js startApp      boot.py: the document, sent as Panel's 'render'
+//   start the app     app.js startApp      boot.py: the document, sent as Panel's 'render'; slm's SIMD products
+//                                          (kernels.js)
 //   serve             app.js serve         Panel's protocol: 'rendered', 'patch', 'location'; dropped files (inbox.js)
 import { asSiteError, MSG, SiteError, snapshotMade, status } from "../protocol.js";
 import { preludeFacts, importApp, sendRender, serve, startApp } from "./app.js";
@@ -17,6 +18,7 @@ import { context, post } from "./context.js";
 import { downloadInThread, downloadThreadUsable, installerOfUnpacked } from "./download-thread.js";
 import { requestEarly } from "./early.js";
 import { deliverFiles, exportModels } from "./inbox.js";
+import { fetchKernel, useKernel } from "./kernels.js";
 import { readSnapshot, restore } from "./memory-snapshot.js";
 import { network } from "./network.js";
 import { filesInOrder, installInOrder, loadPackagesWith, packagesInOrder, packageUrl } from "./packages.js";
@@ -66,6 +68,7 @@ async function start(ctx, msg) {
     text.catch(() => undefined); // awaited (and reported) by its stage
     return text;
   });
+  const kernel = fetchKernel(ctx);
 
   // fetch runtime
   ctx.stage("runtime");
@@ -113,6 +116,7 @@ async function start(ctx, msg) {
   await importApp(ctx, pyodide, namespace, preludeSource, installs, appInstalled);
 
   // start the app
+  await useKernel(ctx, pyodide, kernel);
   const doc = await startApp(pyodide, namespace, bootSource);
   timings.app = performance.now() - t0;
   timings.imports = doc.imports;
