@@ -150,10 +150,12 @@ export async function make(pyodide, recorder, root, cacheName, buildId) {
 // ---------------------------------------------------------------------------------------- restoring
 
 // The stored snapshot of this build, null if there is none; throws if what is stored does not fit together.
-export async function load(root, cacheName, buildId) {
+// `answered` bounds the wait for Cache Storage's lookup (worker/cache-storage.js), not the reading of the bytes.
+export async function load(root, cacheName, buildId, answered = (lookup) => lookup) {
   if (!self.caches) return null;
-  const cache = await caches.open(cacheName);
-  const [heap, files, meta] = await Promise.all(["heap", "files", "meta"].map((k) => cache.match(cacheKey(root, k))));
+  const lookup = caches.open(cacheName)
+    .then((cache) => Promise.all(["heap", "files", "meta"].map((k) => cache.match(cacheKey(root, k)))));
+  const [heap, files, meta] = await answered(lookup, "the memory snapshot");
   if (!heap || !files || !meta) return null;
   const id = meta.headers.get("x-snapshot");
   if (!id || heap.headers.get("x-snapshot") !== id || files.headers.get("x-snapshot") !== id) {

@@ -1,5 +1,5 @@
-"""Storage faults (issue 30): Cache Storage refused (a private window, a third-party frame) and the storage quota
-exceeded while the memory snapshot is saved. The site's own scripts are served with the fault put in front of them
+"""Storage faults (issue 30): Cache Storage refused (a private window, a third-party frame) or silent, and the
+storage quota exceeded while the memory snapshot is saved. The site's own scripts are served with the fault put in front of them
 (Cache Storage's methods made to fail as those browsers fail them), so the handling under test is the site's.
 """
 
@@ -21,6 +21,12 @@ for (const name of ["open", "match", "has", "keys", "delete"]) {
 if (self.navigator?.serviceWorker) {
   navigator.serviceWorker.register = () =>
     Promise.reject(new DOMException("The operation is insecure.", "SecurityError"));
+}
+"""
+# Cache Storage that never answers (Firefox's can keep a lookup waiting while it clears another container's storage).
+SILENT = """
+for (const name of ["open", "match", "has", "keys", "delete"]) {
+  CacheStorage.prototype[name] = () => new Promise(() => {});
 }
 """
 # A full disk or a small quota: storing anything fails.
@@ -66,6 +72,21 @@ def test_cache_storage_refused_starts_without_a_warm_start_and_says_so(browser: 
         assert visit.page.evaluate("navigator.serviceWorker.controller") is None
         errors = [c for c in visit.console if c.startswith(("error", "pageerror"))]
         assert all("numpy" in c for c in errors), errors  # the fake NumPy's error, nothing else
+
+
+def test_cache_storage_that_never_answers_delays_the_start_but_does_not_stop_it(
+        browser: object, fake_vendored_site: tuple[Path, str]) -> None:
+    """Every Cache Storage call left unanswered: each lookup of a start is given up after a few seconds, and the
+    page gets exactly as far as a first visit does (the fake NumPy's import), not to a stalled bar."""
+    with serve(fake_vendored_site[0]) as url, Visit(browser, url) as visit:
+        with_fault(visit, SILENT, page_too=True)
+        visit.open()
+        visit.screenshot("ci-cache-storage-silent")
+        assert "No module named 'numpy'" in visit.page.text_content("#error-detail"), visit.console
+        assert {"bokeh", "panel"} <= set(visit.info()["loadedPackages"])
+        said = wait_console(visit, "Cache Storage did not answer")
+        assert "the memory snapshot" in " ".join(said) and "the wasm" in " ".join(said), said
+        assert visit.info()["paths"]["memory-snapshot"].startswith("off: Cache Storage did not answer"), visit.info()
 
 
 def test_cache_storage_refused_the_app_is_ready(browser: object, vendored_site: Path) -> None:

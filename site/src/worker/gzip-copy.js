@@ -3,6 +3,7 @@
 // build's cache holds the file itself (a later visit, which then also gets Chromium's compiled code).
 // Feature test: DecompressionStream. Fallback: the file itself.
 import { inflatedBody } from "../inflate.js";
+import { answered } from "./cache-storage.js";
 
 /** Whether this start may use gzip copies (records the path taken). */
 export function gzipCopies(ctx) {
@@ -14,10 +15,10 @@ export async function copyOf(ctx, url) {
   const path = url.startsWith(ctx.root) ? ctx.manifest.site.gzip_copies[url.slice(ctx.root.length)] : null;
   if (!path) return null;
   try {
-    if ("caches" in self && (await caches.match(url, { cacheName: ctx.cacheName }))) return null;
+    if ("caches" in self && (await answered(caches.match(url, { cacheName: ctx.cacheName }), "the wasm"))) return null;
   } catch (e) {
-    // Cache Storage refused (a private window): nothing cached, so the copy it is.
-    console.info("[site] Cache Storage refused, the wasm comes from its gzip copy:", e?.message || e);
+    // Cache Storage refused (a private window) or silent (NoAnswer): nothing to take from it, so the copy it is.
+    console.info("[site] Cache Storage refused or silent, the wasm comes from its gzip copy:", e?.message || e);
   }
   return `${ctx.root}${path}`;
 }

@@ -2,6 +2,7 @@
 // an interpreter with every package installed and Panel and the app imported. Feature test: the page allows it
 // (Cache Storage, not an opaque origin, no ?snapshot=0) and snapshot.js loads. Fallback: start from the packages
 // (and the page has one made for the next visit).
+import { answered, NoAnswer } from "./cache-storage.js";
 import { startPython } from "./runtime.js";
 
 /**
@@ -13,7 +14,7 @@ export async function readSnapshot(ctx, allowed, importSnapshot) {
     return null;
   }
   const snapshot = await importSnapshot();
-  const reading = snapshot.load(ctx.root, ctx.cacheName, ctx.manifest.build_id);
+  const reading = snapshot.load(ctx.root, ctx.cacheName, ctx.manifest.build_id, answered);
   reading.catch(() => undefined); // restore() awaits it and says why it is not used
   return { snapshot, reading };
 }
@@ -29,9 +30,16 @@ export async function restore(ctx, net, saved, loadPyodide, lock) {
     await snapshot.finishRestore(pyodide, data);
     return pyodide;
   } catch (e) {
+    if (e instanceof NoAnswer) {
+      // The named case: Cache Storage kept silent; the snapshot may be fine, so it stays for the next visit.
+      console.warn("[site] starting from the packages:", e.message);
+      ctx.paths["memory-snapshot"] = `off: ${e.message}`;
+      return null;
+    }
     // The named case: a snapshot that does not fit (another build, a damaged entry): start from the packages.
     console.warn("[site] memory snapshot not usable, starting from the packages:", e);
-    await snapshot.discard(ctx.root, ctx.cacheName).catch((d) => console.warn("[site] could not delete it:", d));
+    await answered(snapshot.discard(ctx.root, ctx.cacheName), "deleting the snapshot")
+      .catch((d) => console.warn("[site] could not delete it:", d));
     ctx.paths["memory-snapshot"] = `off: not usable (${e?.message || e})`;
     return null;
   }
