@@ -250,6 +250,7 @@ def test_portable_file_runs_in_every_engine(engines: Engines, engine: str, vendo
         page.screenshot("portable-e2e-01-ready")
         assert page.evaluate("document.body.dataset.ready") == "1", (page.text("#error"), page.console)
         print(f"[{engine}] portable file: ready at {page.evaluate('window.siteInfo.timings.ready'):.0f} ms")
+        assert page.evaluate("window.siteInfo.paths['simd-products']") == "on", page.console  # from the file's bytes
         attention = show_tab(page, "Attention", "weight")
         assert any(max((w for w in json.loads(ws) if w is not None), default=0) > 0 for ws in attention)
         page.screenshot("portable-e2e-02-attention")
