@@ -1,7 +1,7 @@
 """Storage faults (issue 30): Cache Storage refused (a private window, a third-party frame) or silent, and the
-storage quota exceeded while the memory snapshot is saved. The site's own scripts are served with the fault put in front of them
-(Cache Storage's methods made to fail as those browsers fail them), so the handling under test is the site's.
-"""
+storage quota exceeded while the memory snapshot is saved. The site's own scripts are served with the fault put in
+front of them (Cache Storage's methods made to fail as those browsers fail them), so the handling under test is the
+site's."""
 
 from __future__ import annotations
 
