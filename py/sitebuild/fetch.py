@@ -55,18 +55,24 @@ def cached_or_download(entries: dict, folder: Path, base_args: list[str], kind: 
     return out
 
 
+def npm_package(name: str, version: str) -> Path:
+    """The folder of an npm package, installed once under .cache/npm/ (npm checks what it downloads)."""
+    prefix = CACHE / "npm" / f"{name}-{version}"
+    folder = prefix / "node_modules" / name
+    if not (folder / "package.json").is_file():
+        log(f"npm install {name}@{version}")
+        prefix.mkdir(parents=True, exist_ok=True)
+        run(["npm", "install", "--no-save", "--no-audit", "--no-fund", "--prefix", str(prefix), f"{name}@{version}"])
+    return folder
+
+
 def terser_minified(src: Path, lock: dict, what: str) -> Path:
     """``src`` through terser (compress + mangle), cached by its content; ``what`` names the file in the log."""
     version = lock["terser"]["version"]
     cache = CACHE / "site" / f"{sha256_file(src)[:16]}-terser-{version}-{src.name}"
     if cache.is_file():
         return cache
-    prefix = CACHE / "npm" / f"terser-{version}"
-    terser = prefix / "node_modules" / "terser" / "bin" / "terser"
-    if not terser.is_file():
-        log(f"npm install terser@{version}")
-        prefix.mkdir(parents=True, exist_ok=True)
-        run(["npm", "install", "--no-save", "--no-audit", "--no-fund", "--prefix", str(prefix), f"terser@{version}"])
+    terser = npm_package("terser", version) / "bin" / "terser"
     log(f"terser: {what}")
     cache.parent.mkdir(parents=True, exist_ok=True)
     part = cache.with_suffix(".part")

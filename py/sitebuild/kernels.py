@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .common import CACHE, HERE, SITE, log, run, sha256_file
+from .fetch import npm_package
 
 GEMM = "build/gemm.wasm"  # slm.products' matrix product (worker/kernels.js)
 KERNELS = {GEMM: SITE / "src" / "worker" / "gemm.wat"}  # site file -> its source
@@ -28,12 +29,7 @@ def assembled(source: Path, lock: dict) -> bytes:
     version = lock["wabt"]["version"]
     cache = CACHE / "site" / f"{sha256_file(source)[:16]}-wabt-{version}-{source.stem}.wasm"
     if not cache.is_file():
-        prefix = CACHE / "npm" / f"wabt-{version}"
-        wabt = prefix / "node_modules" / "wabt"
-        if not (wabt / "package.json").is_file():
-            log(f"npm install wabt@{version}")
-            prefix.mkdir(parents=True, exist_ok=True)
-            run(["npm", "install", "--no-save", "--no-audit", "--no-fund", "--prefix", str(prefix), f"wabt@{version}"])
+        wabt = npm_package("wabt", version)
         log(f"wabt: {source.name}")
         cache.parent.mkdir(parents=True, exist_ok=True)
         part = cache.with_suffix(".part")
@@ -47,12 +43,13 @@ def side_module(wasm: bytes) -> bytes:
     if not wasm.startswith(WASM_MAGIC):
         raise ValueError("not a WebAssembly module (version 1)")
     name = b"dylink.0"
-    mem_info = bytes([DYLINK_MEM_INFO]) + _leb128(4) + bytes(4)  # memory size, its alignment, table size, alignment
-    payload = _leb128(len(name)) + name + mem_info
-    return WASM_MAGIC + b"\0" + _leb128(len(payload)) + payload + wasm[len(WASM_MAGIC):]
+    mem_info = bytes([DYLINK_MEM_INFO]) + leb128(4) + bytes(4)  # memory size, its alignment, table size, alignment
+    payload = leb128(len(name)) + name + mem_info
+    return WASM_MAGIC + b"\0" + leb128(len(payload)) + payload + wasm[len(WASM_MAGIC):]
 
 
-def _leb128(n: int) -> bytes:
+def leb128(n: int) -> bytes:
+    """`n` as WebAssembly writes an unsigned integer (LEB128)."""
     out = bytearray()
     while True:
         byte, n = n & 0x7F, n >> 7

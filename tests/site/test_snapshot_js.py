@@ -12,17 +12,9 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
+from sitebuild.kernels import leb128 as leb
 
 pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="needs node")
-
-
-def leb(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
 
 
 def side_module(subsections: list[tuple[int, bytes]], tail: bytes = b"\x01\x04\x01\x60\x00\x00") -> bytes:
