@@ -162,6 +162,21 @@ def test_a_stalled_download_ends_on_the_error_panel_and_retry_goes_on(engines: E
         assert "NumPy" in what, page.text("#error")
 
 
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_first_view_that_never_arrives_does_not_hold_the_start(engines: Engines, engine: str,
+                                                                 cdn_site: Path) -> None:
+    """The worker requests the runtime once the first view's bytes are in ('go'); when they never come (a stalled
+    download), the page releases it anyway, and the start gets as far as CI can (the NumPy panel), not to the
+    watchdog's "Stalled" panel."""
+    stall = Stall("first-view.json")
+    with hosted(cdn_site, "plain", stall) as url, engines.page(engine) as page:
+        page.open(url + "index.html")
+        page.screenshot("first-view-stalled")
+        assert stall.stalled, "the first view was never asked for"
+        assert "NumPy" in page.text("#error-what"), page.text("#error")
+        stall.release()
+
+
 # fetcher.js (the wheels' download thread) run as the app worker runs it, with the groups given; for each URL, what it
 # answered: the files as [name, sha256 hex, size] in the order it handed them over, or its error.
 UNPACK_JS = """async (groups) => {

@@ -52,6 +52,8 @@ function whenReady(worker, manifest) {
   }
 }
 
+const HOLD_MAX_MS = 10_000;
+
 async function main() {
   $("#retry").addEventListener("click", () => location.reload());
   tick();
@@ -91,7 +93,10 @@ async function main() {
     // BokehJS keeps this thread busy for about half a second: it runs once the worker has begun (its first message;
     // Chromium runs a new worker's script only when this thread is free) and once 'go' is sent.
     const running = new Promise((resolve) => worker.addEventListener("message", resolve, { once: true }));
-    const released = firstBytes?.then(() => worker.postMessage(go()));
+    // The hold only orders the bytes on a slow link, so it never stops a start: a file that does not arrive (a
+    // stalled download, a preload whose load event never fires) releases the worker after HOLD_MAX_MS.
+    const held = firstBytes && Promise.race([firstBytes, new Promise((resolve) => setTimeout(resolve, HOLD_MAX_MS))]);
+    const released = held?.then(() => worker.postMessage(go()));
     const mainJs = Promise.all([running, released, scripts]).then(([, , urls]) => loadMainJs(manifest, urls));
     mainJs.catch((e) => fail(asSiteError(e, "Loading the page", "runtime")));
     if (withFirstView) showFirstView(firstView, mainJs);
