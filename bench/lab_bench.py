@@ -350,31 +350,30 @@ def main() -> None:
         values = [r[key] for r in rows if r[key] is not None]
         return f"{statistics.median(values):.2f}" if values else "never"
 
-    if labs:
-        print("| training lab, repeat preset (Chromium) | median |")
-        print("|---|---|")
-        for key, what in (("to_0.9_s", "seconds from Start to accuracy ≥ 0.9"), ("step_at_0.9", "that step"),
-                          ("steps_per_s", "steps per second"),
-                          ("quiet_shown_s", "a view-tab click to the view on screen, before Start, median, s"),
-                          ("click_shown_s", "… while it trains, median, s"), ("click_shown_worst_s", "… worst, s"),
-                          ("map_shown_s", "… while it trains, Model map clicks, median, s"),
-                          ("train_shown_s", "… while it trains, Train clicks, median, s"),
-                          ("done_map_shown_s", "… once done (nothing training), Model map clicks, median, s"),
-                          ("done_train_shown_s", "… once done (nothing training), Train clicks, median, s"),
-                          ("click_answered_s",
-                           "… while it trains, Train clicks, to the worker's first answer, median, s"),
-                          ("click_answered_worst_s", "… worst, s"),
-                          ("click_idle_s", "… while it trains, to the worker idle, median, s")):
-            print(f"| {what} | {med(labs, key)} |")
-    if owns:
-        print("\n| own model, 15M Llama shape (Chromium) | median |")
-        print("|---|---|")
-        for key, what in (("shown_s", "drop to the model shown, s"), ("edit_s", "prompt edit to views updated, s"),
-                          ("tokens_per_s", "Generate, tokens per second"),
-                          ("patching_s", "Patching tab click to the complete grid (32 tokens), s"),
-                          ("stop_s", "Stop pressed to the grid stopped, s"),
-                          ("heap_mb", "wasm heap after all that, MB")):
-            print(f"| {what} | {med(owns, key)} |")
+    def table(title: str, rows: list[dict], keys: tuple[tuple[str, str], ...]) -> None:
+        if rows:
+            print(f"\n| {title} | median |\n|---|---|")
+            for key, what in keys:
+                print(f"| {what} | {med(rows, key)} |")
+
+    table("training lab, repeat preset (Chromium)", labs, (
+        ("to_0.9_s", "seconds from Start to accuracy ≥ 0.9"), ("step_at_0.9", "that step"),
+        ("steps_per_s", "steps per second"),
+        ("quiet_shown_s", "a view-tab click to the view on screen, before Start, median, s"),
+        ("click_shown_s", "… while it trains, median, s"), ("click_shown_worst_s", "… worst, s"),
+        ("map_shown_s", "… while it trains, Model map clicks, median, s"),
+        ("train_shown_s", "… while it trains, Train clicks, median, s"),
+        ("done_map_shown_s", "… once done (nothing training), Model map clicks, median, s"),
+        ("done_train_shown_s", "… once done (nothing training), Train clicks, median, s"),
+        ("click_answered_s", "… while it trains, Train clicks, to the worker's first answer, median, s"),
+        ("click_answered_worst_s", "… worst, s"),
+        ("click_idle_s", "… while it trains, to the worker idle, median, s")))
+    table("own model, 15M Llama shape (Chromium)", owns, (
+        ("shown_s", "drop to the model shown, s"), ("edit_s", "prompt edit to views updated, s"),
+        ("tokens_per_s", "Generate, tokens per second"),
+        ("patching_s", "Patching tab click to the complete grid (32 tokens), s"),
+        ("stop_s", "Stop pressed to the grid stopped, s"),
+        ("heap_mb", "wasm heap after all that, MB")))
     if texts:
         print(f"\n| your own text, 100 KB, text preset (Chromium) | median |\n|---|---|\n"
               f"| seconds from Start to 20 % below the unigram loss | {med(texts, 'text_0.2_s')} |\n"
