@@ -5,15 +5,15 @@ cd "$(dirname "$0")/.."
 
 # The pinned packages (requirements.txt) go into the project's own environment, .venv/ (ignored by git), never into
 # the Python that runs this script (PYTHON, else python, else python3). pip runs only when requirements.txt changed
-# since .venv's last install (its sha256 in .venv/requirements.sha256); a .venv whose Python no longer runs is made
-# again.
+# since .venv's last install (its sha256 in .venv/requirements.sha256); a .venv whose Python no longer runs, or one
+# left without pip by an interrupted first run, is made again.
 base=${PYTHON:-$(command -v python || command -v python3 || true)}
 if [ -z "$base" ]; then
   echo "tests/run.sh: no python or python3 on PATH (Python >= 3.11 with pip)" >&2
   exit 1
 fi
 py=.venv/bin/python
-if ! "$py" -c '' 2>/dev/null; then
+if ! "$py" -c 'import pip' 2>/dev/null; then
   rm -rf .venv
   if ! "$base" -m venv .venv >/dev/null; then
     rm -rf .venv
