@@ -1,4 +1,4 @@
-"""AdamW against torch.optim.AdamW, gradient clipping, the warmup + cosine schedule."""
+"""AdamW against torch.optim.AdamW, gradient clipping, the warmup + cosine schedule, one training step."""
 
 from __future__ import annotations
 
@@ -53,3 +53,39 @@ def test_schedule_warms_up_then_decays_to_the_floor():
     assert lrs[-1] == pytest.approx(0.1 * peak)
     middle = warmup + (total - warmup) // 2
     assert lrs[middle] == pytest.approx(peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi / 2))))
+
+
+def _tiny_model():
+    import slm
+    return slm.Model.init(slm.Config(n_vocab=11, n_ctx=8, n_model=16, n_heads=2, n_layers=1, positions="rope"),
+                          seed=3, dtype=np.float32)
+
+
+def test_train_step_is_forward_backward_clip_then_adamw():
+    from slm.train.backward import loss_and_grads
+    from slm.train.step import train_step
+    batch = np.random.default_rng(0).integers(0, 11, (4, 8))
+    stepped, by_hand = _tiny_model(), _tiny_model()
+    opt_a = AdamW(stepped.params, weight_decay=0.1)
+    opt_b = AdamW(by_hand.params, weight_decay=0.1)
+    for lr in (1e-2, 5e-3):
+        loss, norm = train_step(stepped, opt_a, batch, lr, clip=0.5)
+        want_loss, grads, _ = loss_and_grads(by_hand, batch)
+        want_norm = clip_gradients(grads, 0.5)
+        opt_b.step(grads, lr)
+        assert (loss, norm) == (want_loss, want_norm) and norm > 0.5  # the clip did act
+        for name, value in by_hand.params.items():
+            np.testing.assert_array_equal(stepped.params[name], value, err_msg=name)
+
+
+def test_a_non_finite_step_leaves_the_weights_alone():
+    from slm.train.step import train_step
+    model = _tiny_model()
+    model.params["unembed"][:] = np.float32(3e38)  # the logits overflow to inf: the loss is NaN
+    before = {n: v.copy() for n, v in model.params.items()}
+    opt = AdamW(model.params)
+    loss, norm = train_step(model, opt, np.arange(8)[None] % 11, 1e-2)
+    assert not (math.isfinite(loss) and math.isfinite(norm))
+    assert opt.t == 0
+    for name, value in before.items():
+        np.testing.assert_array_equal(model.params[name], value, err_msg=name)

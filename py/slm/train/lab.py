@@ -25,8 +25,8 @@ import numpy as np
 
 from ..generate import generate
 from ..model import Model
-from .backward import loss_and_grads
-from .optim import AdamW, clip_gradients, lr_at
+from .optim import AdamW, lr_at
+from .step import train_step
 from .tasks import Settings, Task, make_task
 
 ROLE_NAMES = ("previous_token", "induction", "duplicate_token")
@@ -118,15 +118,11 @@ class Lab:
     def _one_step(self) -> None:
         s = self.settings
         self.state = "running"
-        batch = self.task.batch(self._rng)
-        with np.errstate(over="ignore", invalid="ignore"):  # a diverging run overflows; caught just below
-            loss, grads, _ = loss_and_grads(self._model, batch)
-            norm = clip_gradients(grads, 1.0)
-        if not (math.isfinite(loss) and math.isfinite(norm)):
+        lr = lr_at(self.step_count, s.lr, s.warmup, s.steps, 0.1)
+        loss, norm = train_step(self._model, self._optimizer, self.task.batch(self._rng), lr, clip=1.0)
+        if not (math.isfinite(loss) and math.isfinite(norm)):  # the weights were not updated: stop there
             self._diverge(loss if not math.isfinite(loss) else norm, self.step_count + 1)
             return
-        lr = lr_at(self.step_count, s.lr, s.warmup, s.steps, 0.1)
-        self._optimizer.step(grads, lr)
         self.step_count += 1
         self._train_loss.append(float(loss))
         self._lr.append(lr)

@@ -14,10 +14,10 @@ from ..config import Config
 from ..model import Model
 from ..params import count_params
 from . import corpus
-from .backward import loss_and_grads
 from .data import TokenStream, corpus_fingerprint
 from .evaluate import unigram_loss, window_loss
-from .optim import AdamW, clip_gradients, lr_at
+from .optim import AdamW, lr_at
+from .step import train_step
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,8 @@ def train(
 ) -> tuple[Model, Curve]:
     """Train a model from scratch; deterministic for a TrainConfig (and the machine's BLAS thread count).
 
-    `progress(step, train_loss, valid_loss_or_None)` is called after every step (e.g. to move a tqdm bar)."""
+    `progress(step, train_loss, valid_loss_or_None)` is called after every step (e.g. to move a tqdm bar). A step
+    whose loss or gradient norm is not finite records it and leaves the weights unchanged (train_step)."""
     dtype = np.dtype(tc.dtype).type
     cfg = tc.model_config()
     model = Model.init(cfg, seed=tc.seed, dtype=dtype)
@@ -112,10 +113,8 @@ def train(
     start = time.perf_counter()
     for step in range(tc.steps):
         batch = train_stream.windows(rng, tc.batch_size, tc.n_ctx, tc.doc_start_fraction)
-        loss, grads, _ = loss_and_grads(model, batch)
-        norm = clip_gradients(grads, tc.clip)
         lr = lr_at(step, tc.lr, tc.warmup, tc.steps, tc.min_lr_fraction)
-        optimizer.step(grads, lr)
+        loss, norm = train_step(model, optimizer, batch, lr, tc.clip)
         curve.step.append(step + 1)
         curve.train_loss.append(loss)
         curve.lr.append(lr)
