@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import slm
-from slm.pretrained import WEIGHTS_FILE
+from slm.loading import WEIGHTS_FILE
 from slm.train import corpus
 from slm.train.data import corpus_fingerprint
 from slm.train.evaluate import (

@@ -1,4 +1,4 @@
-"""slm.products: what it hands the SIMD kernel (addresses, shapes, strides) and when it takes einsum instead.
+"""slm.matmul: what it hands the SIMD kernel (addresses, shapes, strides) and when it takes einsum instead.
 
 The kernel itself runs only in WebAssembly (tests/site/test_gemm_kernel.py runs it); here a stand-in reads the
 operands from memory by the kernel's documented contract, so a wrong address or stride gives a wrong product."""
@@ -10,7 +10,7 @@ import ctypes
 import numpy as np
 import pytest
 
-from slm import products
+from slm import matmul
 
 
 class Kernel:
@@ -35,7 +35,7 @@ class Kernel:
 @pytest.fixture
 def kernel(monkeypatch: pytest.MonkeyPatch) -> Kernel:
     k = Kernel()
-    monkeypatch.setattr(products, "_gemm", k)
+    monkeypatch.setattr(matmul, "_gemm", k)
     return k
 
 
@@ -51,7 +51,7 @@ def test_matmul_hands_the_kernel_each_layout(kernel: Kernel, layout: str) -> Non
     w = {"stored": rand(40, 24), "transposed-small": rand(24, 40).T, "sliced": rand(40, 24)}[layout]
     if layout == "sliced":
         x = rand(96, 80)[:, ::2]
-    got = products.matmul(x, w)
+    got = matmul.matmul(x, w)
     np.testing.assert_allclose(got, x.astype(np.float64) @ w, rtol=1e-5, atol=1e-5)
     assert got.shape == (96, 24) and got.dtype == np.float32
     assert kernel.calls == [(96, 40, 24, 40, 1)]
@@ -60,7 +60,7 @@ def test_matmul_hands_the_kernel_each_layout(kernel: Kernel, layout: str) -> Non
 def test_matmul_tn_reads_the_transposed_rows_in_place(kernel: Kernel) -> None:
     """A weight's gradient a.T @ b: a (r, m) is read as A (m, r) with unit stride down its rows, not copied."""
     a, b = rand(200, 33), rand(200, 17)
-    got = products.matmul_tn(a, b)
+    got = matmul.matmul_tn(a, b)
     np.testing.assert_allclose(got, a.T.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
     assert kernel.calls == [(33, 200, 17, 1, 33)]
 
@@ -74,17 +74,17 @@ def test_einsum_where_the_kernel_would_not_gain(kernel: Kernel) -> None:
         (rand(1, 288), rand(2000, 288).T),
     ]
     for x, w in cases:
-        np.testing.assert_allclose(products.matmul(x, w), x.astype(np.float64) @ w, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(matmul.matmul(x, w), x.astype(np.float64) @ w, rtol=1e-5, atol=1e-5)
     assert kernel.calls == []
-    assert products.KERNEL_MIN_MACS > 4 * 16 * 8
+    assert matmul.KERNEL_MIN_MACS > 4 * 16 * 8
 
 
 def test_without_a_kernel_the_products_are_einsums(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(products, "_gemm", None)
+    monkeypatch.setattr(matmul, "_gemm", None)
     x, w, g = rand(64, 40), rand(40, 24), rand(64, 8)
-    assert not products.kernel_in_use()
-    np.testing.assert_array_equal(products.matmul(x, w), np.einsum("rn,nm->rm", x, w))
+    assert not matmul.kernel_in_use()
+    np.testing.assert_array_equal(matmul.matmul(x, w), np.einsum("rn,nm->rm", x, w))
     want = np.einsum("mr,nr->mn", np.ascontiguousarray(x.T), np.ascontiguousarray(g.T))
-    np.testing.assert_array_equal(products.matmul_tn(x, g), want)
-    products.use_kernel(None)
-    assert not products.kernel_in_use()
+    np.testing.assert_array_equal(matmul.matmul_tn(x, g), want)
+    matmul.use_kernel(None)
+    assert not matmul.kernel_in_use()

@@ -1,4 +1,5 @@
-"""Models a learner brings: files to a Model (with the reason when they are not one), and their bytes to keep.
+"""Models a learner brings, as the page takes them: files read by `slm.load` (which decides their kind and checks
+their weights) within what the page can hold, the reason in words when they are not a model, and the page's storage.
 
 No Panel here: the models view calls these, and the tests call them directly.
 """
@@ -7,13 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import io
-from pathlib import PurePosixPath
 from typing import Any
 
 import param
 
 import slm
-from slm.params import all_finite
 
 from . import inbox, storage
 from .models import REGISTRY, model_names
@@ -34,8 +33,9 @@ def describe(files: dict[str, bytes]) -> str:
 
 
 def load_files(files: dict[str, bytes], in_place: bool = False) -> slm.Model:
-    """The model in `files` ({name: bytes}: one .npz, one .zip, or a checkpoint's files); LoadError otherwise.
-    `in_place=True` hands bytearrays over to the model (slm.load's in_place): its weights may stay in them."""
+    """The model in `files` ({name: bytes}: one .npz, one .zip, or a checkpoint's files), read by slm.load;
+    LoadError otherwise. `in_place=True` hands bytearrays over to the model (slm.load's in_place): its weights may
+    stay in them."""
     if not files:
         raise LoadError("No files were given.")
     what = describe(files)
@@ -44,14 +44,7 @@ def load_files(files: dict[str, bytes], in_place: bool = False) -> slm.Model:
         raise LoadError(f"{what}: {total / 1e6:.0f} MB is more than this page can hold ({MAX_BYTES / 1e6:.0f} MB, "
                         f"about {MAX_PARAMS // 1_000_000}M parameters in float32).")
     try:
-        if len(files) == 1 and next(iter(files)).lower().endswith(".npz"):
-            model = slm.Model.load(next(iter(files.values())), in_place=in_place)
-        elif len(files) == 1 and next(iter(files)).lower().endswith(".zip"):
-            model = slm.load(next(iter(files.values())))
-        else:
-            model = slm.load(files, in_place=in_place)
-    except LoadError:
-        raise
+        model = slm.load(files, in_place=in_place)
     except (ValueError, KeyError, OSError, EOFError, UnicodeDecodeError) as exc:
         raise LoadError(f"{what}: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - e.g. a truncated zip (BadZipFile): any file must get a message
@@ -60,13 +53,8 @@ def load_files(files: dict[str, bytes], in_place: bool = False) -> slm.Model:
     if count > MAX_PARAMS:
         raise LoadError(f"{what}: {count / 1e6:.1f}M parameters is more than this page can run "
                         f"({MAX_PARAMS // 1_000_000}M).")
-    for name, value in model.params.items():
-        if not all_finite(value):
-            raise LoadError(f"{what}: the weight {name} holds NaN or infinite values.")
     if model.tokenizer is None:
         raise LoadError(f"{what}: the model has no tokenizer, so the page cannot turn a prompt into its tokens.")
-    if not model.meta.get("name"):
-        model.meta["name"] = _stem(next(iter(sorted(files))) if len(files) == 1 else _folder(files))
     return model
 
 
@@ -75,15 +63,6 @@ def model_bytes(model: slm.Model) -> bytes:
     out = io.BytesIO()
     model.save(out)
     return out.getvalue()
-
-
-def _stem(name: str) -> str:
-    return PurePosixPath(name).stem or "model"
-
-
-def _folder(files: dict[str, bytes]) -> str:
-    parents = {PurePosixPath(name).parts[0] for name in files if len(PurePosixPath(name).parts) > 1}
-    return parents.pop() if len(parents) == 1 else "model"
 
 
 class Shelf(param.Parameterized):

@@ -9,7 +9,7 @@ from pathlib import Path
 from .common import CACHE, HERE, SITE, log, run, sha256_file
 from .fetch import npm_package
 
-GEMM = "build/gemm.wasm"  # slm.products' matrix product (worker/kernels.js)
+GEMM = "build/gemm.wasm"  # slm.matmul's matrix product (worker/kernels.js)
 KERNELS = {GEMM: SITE / "src" / "worker" / "gemm.wat"}  # site file -> its source
 
 WASM_MAGIC = b"\0asm\1\0\0\0"

@@ -5,9 +5,9 @@ from .config import Config
 from .generate import Step, generate, sampling_distribution
 from .hooks import ActivationCache, HookPoint
 from .lesson import LESSON_VOCAB, CausalLanguageModel
+from .loading import load, load_pretrained, tokenizer_for
 from .model import KVCache, LayerTrace, Model, Trace
 from .params import count_params, init_params, param_shapes
-from .pretrained import load, load_pretrained, tokenizer_for
 from .tokenizer import Encoding, WordTokenizer
 
 __all__ = [

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import products
+from . import matmul
 
 Point = Callable[[str, np.ndarray], np.ndarray]  # a hook point inside a building block: (name, value) -> value
 
@@ -108,7 +108,7 @@ def linear(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     """x @ w for x (..., n) and w (n, m), the leading axes folded into one for a stack of single rows: NumPy would
     run one small product per batch row (a batch of single rows, as patching runs, is ~2.7x slower that way)."""
     if FOLD_EVERY_STACK and w.ndim == 2:
-        return products.matmul(x.reshape(-1, x.shape[-1]), w).reshape(*x.shape[:-1], w.shape[-1])
+        return matmul.matmul(x.reshape(-1, x.shape[-1]), w).reshape(*x.shape[:-1], w.shape[-1])
     if x.ndim <= 2 or not (FOLD_EVERY_STACK or x.shape[-2] == 1):
         return x @ w
     return (x.reshape(-1, x.shape[-1]) @ w).reshape(*x.shape[:-1], w.shape[-1])

@@ -1,4 +1,10 @@
-"""The model this project trained and ships (see weights/MODEL_CARD.md), and `load`: any model file by one call."""
+"""Models from files by one call, `load`, and the model this project trained and ships (weights/MODEL_CARD.md).
+
+`load` decides once what a source holds: an slm `.npz` (Model.save's format, docs/slm.md) or a Hugging Face
+checkpoint (slm.hf: config.json, safetensors weights, tokenizer.json) as a folder, a .zip or {file name: bytes}.
+Each weight is checked finite once: an .npz's here, a checkpoint's by slm.hf as it reads each tensor (before
+rearranging it in place). Shapes are checked by Model itself, a checkpoint's also from its headers before any data.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +23,7 @@ from .params import all_finite
 from .tokenizer import WordTokenizer
 
 WEIGHTS_FILE = Path(__file__).with_name("weights") / "shipped.npz"
+PICKLES = (".pt", ".pth", ".bin", ".ckpt")
 
 
 def load_pretrained(dtype: type | None = np.float64) -> Model:
@@ -44,10 +51,9 @@ def load(source: Any = "shipped", dtype: Any = "auto", name: str | None = None, 
     """A model with its tokenizer, from any of:
 
     - "shipped": the model this project trained (as load_pretrained(): float64 unless `dtype` says otherwise);
-    - an slm `.npz` (Model.save's format, docs/slm.md): its path or bytes, or a mapping holding one .npz file;
-      its arrays keep their dtype;
-    - a Hugging Face GPT2LMHeadModel or LlamaForCausalLM checkpoint (slm.hf): a folder, a .zip (path or bytes),
-      or a mapping {file name: bytes}; computed in float32.
+    - an slm `.npz`: its path or bytes, or a mapping holding one .npz file; its arrays keep their dtype;
+    - a Hugging Face GPT2LMHeadModel or LlamaForCausalLM checkpoint (slm.hf): a folder, a .zip (path or bytes, or
+      the one file of a mapping), or a mapping {file name: bytes}; computed in float32.
 
     `dtype` casts the weights when given (None keeps the stored dtype). meta["name"] is what a model selector
     shows (`name` overrides it), meta["source"] where the model came from. ValueError names the file and the reason
@@ -58,16 +64,44 @@ def load(source: Any = "shipped", dtype: Any = "auto", name: str | None = None, 
         model.meta.setdefault("name", "shipped")
         model.meta.setdefault("source", "trained by this project (py/slm/weights/MODEL_CARD.md)")
     else:
-        model = _load_file(source, in_place)
-        for key, value in model.params.items():
-            if not all_finite(value):
-                raise ValueError(f"the weight {key} holds NaN or infinite values")
+        kind, data, label = kind_of(source)
+        model = _from_npz(data, label, in_place) if kind == "npz" else hf.load_checkpoint(data, in_place=in_place)
         if dtype not in ("auto", None) and model.dtype != np.dtype(dtype):
             model = Model(model.cfg, {k: v.astype(dtype) for k, v in model.params.items()}, model.meta,
                           model.tokenizer)
     if name:
         model.meta["name"] = name
     return model
+
+
+def kind_of(source: Any) -> tuple[str, Any, str | None]:
+    """What a source holds, "npz" or "checkpoint"; what to read it from; and the name an .npz without one gets
+    (None for a checkpoint: slm.hf names it by its folder or zip file, else by its config.json)."""
+    if isinstance(source, Mapping) and len(source) == 1:
+        (key, data), = source.items()
+        key = str(key).replace("\\", "/")
+        if key.lower().endswith(".zip"):
+            # Read as the zip's bytes: the folder inside it (or config.json) names the model, as the page has
+            # always named a dropped zip ("loaded: NAME" in kept models and links).
+            source = data
+        elif key.lower().endswith(".npz") or _is_npz(data):
+            return "npz", data, PurePosixPath(key).stem or "model"
+    if isinstance(source, Mapping):
+        return "checkpoint", source, None
+    if isinstance(source, bytes | bytearray | memoryview):  # read where they are: no copy of a bytearray
+        return ("npz", source, "model") if _is_npz(source) else ("checkpoint", source, None)
+    if isinstance(source, str | os.PathLike):
+        path = Path(source)
+        if path.is_file() and path.suffix.lower() in PICKLES:
+            raise ValueError(f"{path.name}: a PyTorch pickle is not read; a nanoGPT checkpoint converts with "
+                             f"python -m slm.convert {path.name} model.npz")
+        if path.is_file() and (path.suffix.lower() == ".npz" or _is_npz(path)):
+            return "npz", path, path.stem
+        if not path.exists():
+            raise FileNotFoundError(f"no such file or folder: {path}")
+        return "checkpoint", path, None
+    raise ValueError(f"slm.load reads 'shipped', a path, bytes or a mapping of file names to bytes, not "
+                     f"{type(source).__name__}")
 
 
 def _is_npz(data: bytes | str | os.PathLike) -> bool:
@@ -81,32 +115,10 @@ def _is_npz(data: bytes | str | os.PathLike) -> bool:
 
 def _from_npz(data: Any, label: str, in_place: bool = False) -> Model:
     model = Model.load(data, in_place=in_place)
-    model.meta.setdefault("name", label)
+    for key, value in model.params.items():
+        if not all_finite(value):
+            raise ValueError(f"the weight {key} holds NaN or infinite values")
+    if not model.meta.get("name"):
+        model.meta["name"] = label
     model.meta.setdefault("source", "slm model file (.npz)")
     return model
-
-
-def _load_file(source: Any, in_place: bool = False) -> Model:
-    if isinstance(source, Mapping):
-        if len(source) == 1:
-            (key, data), = source.items()
-            stem = PurePosixPath(str(key).replace("\\", "/")).stem
-            if str(key).lower().endswith(".npz") or _is_npz(data):
-                return _from_npz(data, stem, in_place)
-            if str(key).lower().endswith(".zip"):
-                return hf.load_checkpoint(data, name=stem)
-        return hf.load_checkpoint(source, in_place=in_place)
-    if isinstance(source, bytes | bytearray | memoryview):  # read where they are: no copy of a bytearray
-        return _from_npz(source, "model", in_place) if _is_npz(source) else hf.load_checkpoint(source)
-    if isinstance(source, str | os.PathLike):
-        path = Path(source)
-        if path.is_file() and path.suffix.lower() in (".pt", ".pth", ".bin", ".ckpt"):
-            raise ValueError(f"{path.name}: a PyTorch pickle is not read; a nanoGPT checkpoint converts with "
-                             f"python -m slm.convert {path.name} model.npz")
-        if path.is_file() and (path.suffix.lower() == ".npz" or _is_npz(path)):
-            return _from_npz(path, path.stem)
-        if not path.exists():
-            raise FileNotFoundError(f"no such file or folder: {path}")
-        return hf.load_checkpoint(path)
-    raise ValueError(f"slm.load reads 'shipped', a path, bytes or a mapping of file names to bytes, not "
-                     f"{type(source).__name__}")

@@ -5,6 +5,7 @@ them; a large-vocabulary model whose prompt pass unembeds only the rows the view
 from __future__ import annotations
 
 import asyncio
+import io
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -178,6 +179,55 @@ def test_a_dropped_checkpoint_stays_in_its_buffers_and_is_kept_in_chunks(tmp_pat
             again = slm.Model.load(data, in_place=True)
             for key, value in reference.params.items():
                 np.testing.assert_array_equal(again.params[key], value)
+    finally:
+        storage._STORE = None
+        models.REGISTRY.clear()
+
+
+def test_loaded_models_keep_the_names_the_page_has_always_given(tmp_path):
+    """A dropped model's selector name is "loaded: " + a name read from the files: an .npz's own name, else its
+    file name; a checkpoint's folder (dropped as files or zipped), else its architecture and size, whatever the
+    zip file is called. Kept models are stored under that name, and a link's model=loaded: NAME shows it again."""
+    import zipfile
+    from urllib.parse import parse_qsl
+
+    from playground import models, storage
+    from playground.state import URL_PARAMS
+
+    files, _, _ = checkpoint_files("llama", tmp_path)
+    folder_zip, loose_zip = io.BytesIO(), io.BytesIO()
+    with zipfile.ZipFile(folder_zip, "w") as z, zipfile.ZipFile(loose_zip, "w") as loose:
+        for name, data in files.items():
+            z.writestr(name, data)
+            loose.writestr(name.split("/")[-1], data)
+    cfg = slm.Config(n_vocab=4, n_ctx=8, n_model=8, n_heads=2)
+    unnamed, named = io.BytesIO(), io.BytesIO()
+    slm.Model(cfg, slm.init_params(cfg, seed=0, dtype=np.float32), {}, CharTokenizer(list("abcd"))).save(unnamed)
+    slm.Model(cfg, slm.init_params(cfg, seed=0, dtype=np.float32), {"name": "kept"},
+              CharTokenizer(list("abcd"))).save(named)
+    drops = [(files, "loaded: llama"), ({"checkpoint.zip": folder_zip.getvalue()}, "loaded: llama"),
+             ({"Checkpoint.ZIP": loose_zip.getvalue()}, "loaded: llama 2x4 d32"),
+             ({"mine.npz": unnamed.getvalue()}, "loaded: mine"),
+             ({"folder/mine.npz": unnamed.getvalue()}, "loaded: mine"),
+             ({"other.npz": named.getvalue()}, "loaded: kept")]
+    storage._STORE = shop = storage.MemoryStore()
+    try:
+        page = Playground(PlaygroundState(model_name="lesson"))
+        for dropped, expected in drops:
+            run(page.shelf.receive({name: bytearray(data) for name, data in dropped.items()}))
+            assert page.state.model_name == expected, page.shelf.status
+            assert expected in shop.items, page.shelf.status
+            if expected == "loaded: llama 2x4 d32":
+                assert "model=loaded%3A+llama+2x4+d32" in page.state.share_query()
+            models.REGISTRY.pop(expected)
+        # an old link opens the kept model on a new page
+        by_key = {key: name for name, key in URL_PARAMS.items()}
+        link = PlaygroundState(model_name="lesson")
+        link.apply_url_values({by_key[k]: v for k, v in parse_qsl("view=map&model=loaded%3A+llama+2x4+d32")})
+        second = Playground(link)
+        run(second.restore_models())
+        assert second.state.model_name == "loaded: llama 2x4 d32"
+        assert second.state.model.tokenizer is not None
     finally:
         storage._STORE = None
         models.REGISTRY.clear()

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import layers, products
+from .. import layers, matmul
 from ..model import Model, Trace
 
 # ---- the loss ----
@@ -73,7 +73,7 @@ def _sum_rows(a: np.ndarray) -> np.ndarray:
     return a.reshape(-1, a.shape[-1]).sum(axis=0)
 
 
-# Pyodide's NumPy has no BLAS: there the products run as products.py chooses, over operands laid out for it, and
+# Pyodide's NumPy has no BLAS: there the products run as matmul.py chooses, over operands laid out for it, and
 # the q, k and v projections' gradients as one product. The same layout slows CPython's BLAS down, and a fused
 # product rounds differently, so CPython (and shipped.npz) keeps the plain path.
 WASM_LAYOUT = sys.platform == "emscripten"
@@ -83,14 +83,14 @@ def _outer(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """sum over rows of a[r]^T b[r]: (.., m), (.., n) -> (m, n)."""
     a2, b2 = a.reshape(-1, a.shape[-1]), b.reshape(-1, b.shape[-1])
     if WASM_LAYOUT:
-        return products.matmul_tn(a2, b2)
+        return matmul.matmul_tn(a2, b2)
     return a2.T @ b2
 
 
 def _mm(a: np.ndarray, w: np.ndarray) -> np.ndarray:
     """a (.., m) @ w (m, n)."""
     if WASM_LAYOUT:
-        return products.matmul(a.reshape(-1, a.shape[-1]), w).reshape(*a.shape[:-1], w.shape[-1])
+        return matmul.matmul(a.reshape(-1, a.shape[-1]), w).reshape(*a.shape[:-1], w.shape[-1])
     return a @ w
 
 

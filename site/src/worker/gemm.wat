@@ -1,4 +1,4 @@
-;; slm's matrix product for Pyodide (py/slm/products.py), whose NumPy has no BLAS and no SIMD: 128-bit SIMD
+;; slm's matrix product for Pyodide (py/slm/matmul.py), whose NumPy has no BLAS and no SIMD: 128-bit SIMD
 ;; over four rows and eight columns of the output at a time. sitebuild/kernels.py assembles it and makes it a side
 ;; module that Pyodide's ctypes.CDLL loads into the interpreter's own memory, so the arrays are read in place.
 (module

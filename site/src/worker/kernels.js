@@ -1,6 +1,6 @@
 // slm's matrix products through a SIMD kernel (gemm.wat, built into build/gemm.wasm): Pyodide's NumPy has no BLAS
 // and no SIMD, and the Train view's steps spend half their time in those products. Optimisation "simd-products";
-// feature test: this engine validates the module (WebAssembly SIMD). Plain path: slm.products' einsum.
+// feature test: this engine validates the module (WebAssembly SIMD). Plain path: slm.matmul's einsum.
 
 /** The kernel's download, begun at once: its bytes, or null when it is not to be used (ctx.paths says why). */
 export function fetchKernel(ctx) {
@@ -24,7 +24,7 @@ export function fetchKernel(ctx) {
 }
 
 /**
- * Hands the kernel to slm (slm.products.use_kernel), which loads it through ctypes into the interpreter's memory.
+ * Hands the kernel to slm (slm.matmul.use_kernel), which loads it through ctypes into the interpreter's memory.
  * Called by the app worker only, after the import stage: a memory snapshot never holds it.
  */
 export async function useKernel(ctx, pyodide, kernel) {
@@ -33,9 +33,9 @@ export async function useKernel(ctx, pyodide, kernel) {
   const path = "/tmp/slm-gemm.wasm";
   try {
     pyodide.FS.writeFile(path, bytes);
-    const products = pyodide.pyimport("slm.products");
-    products.use_kernel(path);
-    products.destroy();
+    const matmul = pyodide.pyimport("slm.matmul");
+    matmul.use_kernel(path);
+    matmul.destroy();
   } catch (e) {
     // As above: the plain path, said on the console and in siteInfo.paths.
     console.warn("[site] the SIMD kernel did not load, products take the plain path:", e?.message || e);
