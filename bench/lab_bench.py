@@ -36,7 +36,7 @@ import numpy as np
 from playwright.sync_api import sync_playwright
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "py")]
+sys.path.insert(0, str(ROOT / "py"))
 STATUS = re.compile(r"step (\d+) / (\d+) · loss [\d.]+ · accuracy on the repeats ([\d.]+)")
 # The files are fetched from the bench's server (a 60 MB argument would not survive the DevTools protocol).
 DROP_JS = """async (files) => {
@@ -63,7 +63,7 @@ def llama_files(folder: Path, base: str) -> list[list[str]]:
     import torch
     import transformers
 
-    from test_slm_bpe import llama_style
+    from testkit.trained_tokenizers import llama_style
 
     torch.manual_seed(0)
     tokenizer = llama_style(legacy=True, vocab_size=32_000)

@@ -3,7 +3,7 @@ file:// URL against a cold visit of the hosted site (served on 127.0.0.1 with Nu
 
 Each visit starts with a fresh profile (no service worker, no memory snapshot: a cold start); the two kinds of visit
 alternate, their order swapped every run; time to ready is the page's own `window.siteInfo.timings.ready` (ms since
-the navigation started). Prints a Markdown table of medians (min-max). Engines come from tests/site/engines.py
+the navigation started). Prints a Markdown table of medians (min-max). Engines come from py/testkit/engines.py
 (Chromium with Playwright, Firefox ESR with puppeteer-core, WebKitGTK with Selenium on Xvfb).
 
     python bench/portable_bench.py [--runs 5] [--engines chromium firefox webkit] [--skip-build]
@@ -19,12 +19,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "py"))
-sys.path.insert(0, str(ROOT / "tests" / "site"))
-from engines import ENGINES, engines_session  # noqa: E402
-
 from sitebuild import cli  # noqa: E402
 from sitebuild.assemble import PORTABLE_FILE  # noqa: E402
 from sitebuild.serve import serving  # noqa: E402
+from testkit.engines import ENGINES, engines_session  # noqa: E402
 
 OUT = ROOT / "artifacts" / "bench" / "portable"
 CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

@@ -4,7 +4,7 @@
                               [--runs 300] [--no-pretrained]
 
 Prints, for T = 8, 16, 32, 64: the median forward time of slm (NumPy, full trace) and of the PyTorch reference
-(tests/test_slm_reference_torch.py, same weights, torch.inference_mode) and their ratio; then generation
+(py/testkit/torch_reference.py, same weights, torch.inference_mode) and their ratio; then generation
 tokens/s with the KV cache and with use_cache=False, growing a sequence to 64 tokens. Uses the shipped model's
 size (context stretched to 64) when slm.load_pretrained() works, else n_vocab=250, n_ctx=64, n_model=48,
 2 layers, 4 heads, d_ff=192, gelu.
@@ -55,13 +55,13 @@ def main() -> None:
     args = parse_args()
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(args.threads)
-    sys.path[:0] = [str(ROOT / "py"), str(ROOT / "tests")]
+    sys.path.insert(0, str(ROOT / "py"))
 
     import numpy as np
     import torch
 
     import slm
-    from test_slm_reference_torch import TorchReference
+    from testkit.torch_reference import TorchReference
 
     torch.set_num_threads(args.threads)
     cfg, source = None, "default config"

@@ -70,7 +70,7 @@ if [ ! -x "$ff140/usr/lib/firefox-esr/firefox-esr" ]; then
   dpkg -x .cache/debs/firefox-esr_"${version//:/%3a}"_*.deb "$ff140"
 fi
 
-# puppeteer-core (drives Firefox over WebDriver BiDi, tests/site/engines.py) and axe-core (the accessibility
+# puppeteer-core (drives Firefox over WebDriver BiDi, py/testkit/engines.py) and axe-core (the accessibility
 # tests), pinned in package-lock.json.
 npm ci --no-fund --no-audit --loglevel=error
 

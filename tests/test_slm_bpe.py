@@ -1,5 +1,6 @@
 """slm.bpe against the `tokenizers` library: tokenizers trained here (GPT-2's byte-level kind, Llama's byte-fallback
-kind in its two tokenizer.json spellings) encode and decode thousands of strings exactly as `tokenizers` does."""
+kind in its two tokenizer.json spellings, from testkit.trained_tokenizers) encode and decode thousands of strings
+exactly as `tokenizers` does."""
 
 from __future__ import annotations
 
@@ -9,26 +10,11 @@ import unicodedata
 
 import pytest
 import tokenizers
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from tokenizers import Tokenizer
 
 from slm import bpe
 from slm.tokenizer import from_json
-
-CORPUS = """\
-Once upon a time, there was a little girl named Lily. She loved to play outside in the sunshine. One day, she saw
-a big, red ball in the park. "Can I play with it?" she asked her mom. Her mom said, "Yes, but don't lose it!"
-Lily's friend Tom came too; they'd played 3 games by 4:30pm. It's 2024-01-15, and we've got 1,234.56 reasons.
-Numbers: 0 1 2 3 42 1000000 3.14159 ½ ² Ⅻ. Code: def f(x): return x**2 + 1  # comment\n\ttab\r\nwindows
-Zürich, São Paulo, Kraków, Ελληνικά, русский язык, 日本語のテキスト, 中文文本, 한국어, עברית, العربية, हिन्दी.
-Emoji: 😀 👍🏽 👨‍👩‍👧 🇫🇷 ❤️ — “quotes” ‘single’ … «guillemets» and a   run   of spaces.
-"""
-
-
-def training_text() -> list[str]:
-    rng = random.Random(0)
-    words = CORPUS.split()
-    lines = CORPUS.splitlines()
-    return lines * 20 + [" ".join(rng.choice(words) for _ in range(12)) for _ in range(400)]
+from testkit.trained_tokenizers import CORPUS, gpt2_style, llama_style
 
 
 def sample_strings(n: int, seed: int, extra: tuple[str, ...] = ()) -> list[str]:
@@ -63,50 +49,6 @@ def sample_strings(n: int, seed: int, extra: tuple[str, ...] = ()) -> list[str]:
                                          str(rng.randrange(10 ** rng.randrange(1, 8)))]))
             out.append("".join(parts))
     return out
-
-
-def gpt2_style(add_prefix_space: bool = False, vocab_size: int = 600) -> Tokenizer:
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=add_prefix_space)
-    tok.decoder = decoders.ByteLevel()
-    tok.post_processor = processors.ByteLevel(trim_offsets=True)
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<|endoftext|>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    tok.train_from_iterator(training_text(), trainer)
-    return tok
-
-
-def llama_style(legacy: bool, vocab_size: int = 700) -> Tokenizer:
-    """A byte-fallback BPE as Llama's tokenizer.json has it: `legacy` spells the space handling as a normalizer
-    (Prepend + Replace, no pre-tokenizer, decoder Replace/ByteFallback/Fuse/Strip), otherwise as a Metaspace
-    pre-tokenizer and decoder (prepend_scheme "first", no split). Byte tokens <0x00>..<0xFF> are vocabulary
-    entries, not added tokens; the alphabet is limited so that rarer characters fall back to bytes."""
-    tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
-    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first", split=True)
-    byte_tokens = [f"<0x{b:02X}>" for b in range(256)]
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<unk>", "<s>", "</s>", *byte_tokens],
-                                  limit_alphabet=60, show_progress=False)
-    tok.train_from_iterator(training_text(), trainer)
-    data = json.loads(tok.to_str())
-    data["added_tokens"] = [t for t in data["added_tokens"] if t["content"] in ("<unk>", "<s>", "</s>")]
-    if legacy:
-        data["normalizer"] = {"type": "Sequence", "normalizers": [
-            {"type": "Prepend", "prepend": "▁"}, {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]}
-        data["pre_tokenizer"] = None
-        data["decoder"] = {"type": "Sequence", "decoders": [
-            {"type": "Replace", "pattern": {"String": "▁"}, "content": " "}, {"type": "ByteFallback"},
-            {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}
-    else:
-        data["pre_tokenizer"] = {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": False}
-        data["decoder"] = {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": False}
-    data["post_processor"] = {
-        "type": "TemplateProcessing",
-        "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
-        "pair": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
-                 {"SpecialToken": {"id": "<s>", "type_id": 1}}, {"Sequence": {"id": "B", "type_id": 1}}],
-        "special_tokens": {"<s>": {"id": "<s>", "ids": [data["model"]["vocab"]["<s>"]], "tokens": ["<s>"]}},
-    }
-    return Tokenizer.from_str(json.dumps(data))
 
 
 def ours(tok: Tokenizer) -> bpe.BPETokenizer:

@@ -23,7 +23,7 @@ from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausa
 import slm
 from slm import convert, hf, layers
 from slm.safetensors_reader import SafetensorsFile
-from test_slm_bpe import gpt2_style, llama_style
+from testkit.trained_tokenizers import gpt2_style, llama_style
 
 torch.set_num_threads(1)
 VOCAB = 400  # the tokenizers trained for these models have at most this many tokens

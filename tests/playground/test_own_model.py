@@ -6,22 +6,19 @@ from __future__ import annotations
 
 import asyncio
 import io
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the BPE fixtures of tests/test_slm_bpe.py
-
-import slm  # noqa: E402
-from playground import library  # noqa: E402
-from playground.app import VIEW_CLASSES, Playground  # noqa: E402
-from playground.models import Vocabulary  # noqa: E402
-from playground.state import LARGE_VOCAB, PlaygroundState  # noqa: E402
-from slm import bpe  # noqa: E402
-from slm.tokenizer import CharTokenizer  # noqa: E402
+import slm
+from playground import library
+from playground.app import VIEW_CLASSES, Playground
+from playground.models import Vocabulary
+from playground.state import LARGE_VOCAB, PlaygroundState
+from slm import bpe
+from slm.tokenizer import CharTokenizer
 
 torch = pytest.importorskip("torch")
 
@@ -35,7 +32,7 @@ transformers = pytest.importorskip("transformers")
 
 
 def checkpoint_files(kind: str, tmp_path: Path) -> dict[str, bytes]:
-    from test_slm_bpe import gpt2_style, llama_style
+    from testkit.trained_tokenizers import gpt2_style, llama_style
 
     torch.manual_seed(0)
     if kind == "gpt2":
@@ -101,11 +98,11 @@ def test_a_large_vocabulary_unembeds_only_the_rows_the_views_read():
     state = app.state
     state.add_model(model, "loaded")
     state.prompt = "".join(chars[:10])
-    assert state.trace.logit_positions.tolist() == [9]  # the last row: the one selected by default
+    assert state.trace.output_positions.tolist() == [9]  # the last row: the one selected by default
     full = model.forward(np.asarray(state.tokens.ids))
     np.testing.assert_allclose(state.trace.probs[0], full.probs[9], atol=1e-6)
     state.position = 3  # another row: the pass runs again with its logits
-    assert 3 in state.trace.logit_positions.tolist()
+    assert 3 in state.trace.output_positions.tolist()
     assert app.views["next"].source.data["token"][-1] == chars[int(np.argmax(full.probs[3]))]
     for view in VIEW_CLASSES:
         state.view = view
@@ -236,7 +233,7 @@ def test_loaded_models_keep_the_names_the_page_has_always_given(tmp_path):
 def test_a_word_typed_without_its_space_is_the_llama_tokenizers_word_token():
     """The Patching view's fields take words as a learner types them: "girl" finds Llama's "▁girl" (shown " girl"),
     though its tokenizer adds <s> to every text it encodes. (Before, such words were refused as not one token.)"""
-    from test_slm_bpe import llama_style
+    from testkit.trained_tokenizers import llama_style
 
     trained = llama_style(legacy=True, vocab_size=2000)
     vocab = Vocabulary(bpe.from_tokenizer_json(trained.to_str()))

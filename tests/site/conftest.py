@@ -21,9 +21,8 @@ ARTIFACTS = ROOT / "artifacts" / "site"
 READY_TIMEOUT_MS = 180_000
 
 sys.path.insert(0, str(ROOT / "py"))
-from engines import Engines, engines_session  # noqa: E402
-
 from sitebuild.serve import serving  # noqa: E402
+from testkit.engines import Engines, engines_session  # noqa: E402
 
 
 def run_build(site: Path, *extra: str) -> subprocess.CompletedProcess[str]:

@@ -8,16 +8,14 @@ Screenshots: artifacts/site/<engine>-lab-*.png.
 from __future__ import annotations
 
 import base64
-import sys
 import time
 import urllib.parse
 from pathlib import Path
 
 import pytest
-from engines import ENGINES, FIND_JS, Engines, Page
 from hosts import hosted
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the BPE fixtures of tests/test_slm_bpe.py
+from testkit.engines import ENGINES, FIND_JS, Engines, Page
 
 STATUS_JS = """() => {
   const out = [];
@@ -99,7 +97,7 @@ def train(page: Page, url: str, query: str, steps: int) -> str:
 def gpt2_checkpoint(tmp_path: Path) -> list[list[str]]:
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
-    from test_slm_bpe import gpt2_style
+    from testkit.trained_tokenizers import gpt2_style
 
     torch.manual_seed(0)
     tokenizer = gpt2_style(vocab_size=300)
@@ -116,7 +114,7 @@ def llama_checkpoint(tmp_path: Path) -> list[list[str]]:
     checkpoints do), its tokenizer a byte-fallback BPE."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
-    from test_slm_bpe import llama_style
+    from testkit.trained_tokenizers import llama_style
 
     torch.manual_seed(1)
     tokenizer = llama_style(legacy=True, vocab_size=400)

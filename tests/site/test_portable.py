@@ -19,11 +19,11 @@ import time
 from pathlib import Path
 
 import pytest
-from engines import ENGINES, Engines
 from test_engines_e2e import generate as generate_in
 from test_engines_e2e import show_tab
 
 from conftest import Visit, run_build, serve, token_box_height
+from testkit.engines import ENGINES, Engines
 
 PORTABLE = "build/transformer-playground.html"
 # What a file:// page may load: itself, and the blob: URLs it makes of what it embeds.

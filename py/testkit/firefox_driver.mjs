@@ -1,4 +1,4 @@
-// Drives Debian's Firefox ESR for tests/site/engines.py over WebDriver BiDi (puppeteer-core, no geckodriver).
+// Drives Debian's Firefox ESR for engines.py (beside it) over WebDriver BiDi (puppeteer-core, no geckodriver).
 //
 // One Firefox per process; the Python side sends one JSON command a line on stdin and reads one JSON answer a
 // line on stdout: {"id", "cmd", ...} -> {"id", "ok": true, "value"} or {"id", "ok": false, "error"}.
