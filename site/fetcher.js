@@ -1,9 +1,10 @@
-// The wheels' download thread, started by worker.js (fetchInThread): it downloads each group of wheels once the
-// group before it is in, and unpacks each wheel as it arrives, on its own thread: the app worker's thread, busy with
-// Python, then only writes the files (Pyodide's loadPackage unpacked them in Python there: 0.4-0.5 s of a cold
-// start's critical path). Message in: [[{url, integrity}, ...], ...] (groups, in order). Out, one per wheel:
-// {url, files: [[path in the wheel, Uint8Array], ...], size} (size: the wheel's bytes), {url, status} (an HTTP
-// error) or {url, error} (no response, the bytes did not match their sha256, or not a zip this file can read).
+// The wheels' download thread, started by the app worker (worker/download-thread.js, downloadInThread): it downloads
+// each group of wheels once the group before it is in, and unpacks each wheel as it arrives, on its own thread: the
+// app worker's thread, busy with Python, then only writes the files (Pyodide's loadPackage unpacked them in Python
+// there: 0.4-0.5 s of a cold start's critical path). Message in: [[{url, integrity}, ...], ...] (groups, in order).
+// Out, one per wheel: {url, files: [[path in the wheel, Uint8Array], ...], size} (size: the wheel's bytes), {url,
+// status} (an HTTP error) or {url, error} (no response, the bytes did not match their sha256, or not a zip this file
+// can read).
 self.onmessage = async ({ data: groups }) => {
   for (const group of groups) {
     await Promise.all(group.map(({ url, integrity }) => download(url, integrity)));

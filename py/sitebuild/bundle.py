@@ -21,7 +21,8 @@ from pathlib import Path
 from .common import BuildError
 
 # site/src/<entry> -> the file written into the site folder.
-BUNDLES = {"page/main.js": "loader.js", "worker/main.js": "worker.js", "sw/main.js": "sw.js"}
+# Each entry is named after the file it is written to, whose URL browsers and links already know.
+BUNDLES = {"page/loader.js": "loader.js", "worker/worker.js": "worker.js", "sw/sw.js": "sw.js"}
 
 IMPORT = re.compile(r'^import\s*(\{[^}]*\}|\*\s*as\s+[A-Za-z_$][\w$]*)\s*from\s*"(\.{1,2}/[^"]+)";?[ \t]*$', re.M)
 EXPORT = re.compile(r"^export\s+((?:async\s+)?function\*?|class|const|let)\s+([A-Za-z_$][\w$]*)", re.M)

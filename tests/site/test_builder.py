@@ -115,7 +115,7 @@ def test_zopfli_streams_inflate_to_their_input() -> None:
 
     if zips.zopfli_compress is None:
         pytest.fail("zopfli is not installed: pip install -r requirements.txt")
-    data = (ROOT / "site" / "src" / "worker" / "main.js").read_bytes()
+    data = (ROOT / "site" / "src" / "worker" / "worker.js").read_bytes()
     stream = zips.zopfli_deflate(data)
     assert zlib.decompress(stream, -15) == data
     packer = zlib.compressobj(9, zlib.DEFLATED, -15)

@@ -131,13 +131,13 @@ def test_no_catch_swallows_an_error() -> None:
 
 
 def test_docs_name_every_stage_with_its_module() -> None:
-    """docs/site.md's stage table names each module of the worker and of the page; main.js's header says the
+    """docs/site.md's stage table names each module of the worker and of the page; worker/worker.js's header says the
     order once, naming the same modules."""
     docs = (ROOT / "docs" / "site.md").read_text()
     for folder in ("worker", "page"):
         for module in sorted((SRC / folder).glob("*.js")):
             assert f"{folder}/{module.name}" in docs, f"docs/site.md does not name site/src/{folder}/{module.name}"
-    header = (SRC / "worker" / "main.js").read_text().split("\nimport ")[0]
+    header = (SRC / "worker" / "worker.js").read_text().split("\nimport ")[0]
     order = re.findall(r"^//   ([A-Za-z][A-Za-z ]+?)\s{2,}(\S+\.js)", header, re.M)
     assert [stage for stage, _ in order] == ["network", "fetch runtime", "start Python", "install packages", "import",
                                              "start the app", "serve"], order

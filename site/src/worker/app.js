@@ -2,7 +2,7 @@
 // (boot.py: the document Panel's 'render' message carries), and "serve": the worker's half of Panel's protocol.
 import { idle, patch as patchMessage, ready, render, SiteError, viewsBuilt } from "../protocol.js";
 import { post } from "./context.js";
-import { lastLines } from "./names.js";
+import { lastLines } from "./error-labels.js";
 
 /** The manifest's facts prelude.py reads (the app worker's namespace and the snapshot worker's alike). */
 export const preludeFacts = (manifest) => ({

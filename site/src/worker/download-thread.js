@@ -7,7 +7,7 @@
 // requests need not pass through it: offline they would fail), and "deflate-raw" exists. Fallback: early.js and
 // loadPackage.
 import { installError } from "./packages.js";
-import { pretty } from "./names.js";
+import { pretty } from "./error-labels.js";
 
 // fetcher.js inflates with DecompressionStream("deflate-raw") (Chromium 103, Firefox 113, Safari 16.4).
 function inflatesRaw() {

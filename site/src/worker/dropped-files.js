@@ -1,5 +1,4 @@
-// Files dropped on the page, for the app (boot.py deliver_files -> playground.inbox.deliver), and the model store's
-// contents for the portable file.
+// Files dropped on the page, for the app: boot.py deliver_files -> playground.inbox.deliver.
 
 /** Hands dropped files ([[relative path, ArrayBuffer], ...]) to the app's Python. */
 export async function deliverFiles(namespace, files) {
@@ -16,14 +15,4 @@ export async function deliverFiles(namespace, files) {
   } else {
     console.info(`[site] ${files.length} dropped file(s) handed to ${taken} playground(s)`);
   }
-}
-
-/** The store's models with their bytes ([{key, name, bytes, saved, data: Uint8Array}]), for portable.js. */
-export async function exportModels(store) {
-  const models = [];
-  for (const meta of await store.list()) {
-    const data = await store.get(meta.key);
-    if (data) models.push({ ...meta, data });
-  }
-  return models;
 }

@@ -1,4 +1,4 @@
-// How the error panel names a package or a file.
+// How the error panel names a package or a file, and what it shows of a Python traceback.
 
 const PRETTY = { numpy: "NumPy", markupsafe: "MarkupSafe", "slm-playground": "the app (slm_playground wheel)" };
 export const pretty = (name) => PRETTY[name] || name;

@@ -5,7 +5,7 @@
 import { progress, SiteError } from "../protocol.js";
 import { post } from "./context.js";
 import { copyOf, gzipCopies, inflated } from "./gzip-copy.js";
-import { describe, named } from "./names.js";
+import { describe, named } from "./error-labels.js";
 
 // The runtime's own downloads, after which the wheels may be requested (early.js, download-thread.js).
 const RUNTIME_DOWNLOADS = ["build/pyodide/pyodide.asm.wasm", "build/pyodide/python_stdlib.zip"];

@@ -3,7 +3,7 @@
 // and the packages only the app's code needs), installed a group at a time while prelude.py imports what the
 // groups before have installed.
 import { SiteError } from "../protocol.js";
-import { pretty } from "./names.js";
+import { pretty } from "./error-labels.js";
 
 export const packageUrl = (ctx, entry) => new URL(entry.file_name, `${ctx.root}build/`).href;
 

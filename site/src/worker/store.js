@@ -109,3 +109,12 @@ export function asBytes(value) {
   throw new TypeError(`slmStore.put: the model's bytes must be a Uint8Array, not ${Object.prototype.toString.call(value)}`);
 }
 
+/** The store's models with their bytes ([{key, name, bytes, saved, data: Uint8Array}]), for portable.js. */
+export async function modelsWithBytes(store) {
+  const models = [];
+  for (const meta of await store.list()) {
+    const data = await store.get(meta.key);
+    if (data) models.push({ ...meta, data });
+  }
+  return models;
+}

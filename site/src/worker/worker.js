@@ -10,20 +10,21 @@
 //   import            app.js importApp     prelude.py: Panel and the app's module
 //   start the app     app.js startApp      boot.py: the document, sent as Panel's 'render'; slm's SIMD products
 //                                          (kernels.js)
-//   serve             app.js serve         Panel's protocol: 'rendered', 'patch', 'location'; dropped files (inbox.js)
+//   serve             app.js serve         Panel's protocol: 'rendered', 'patch', 'location'; dropped files
+//                                          (dropped-files.js)
 import { asSiteError, MSG, SiteError, snapshotMade, status } from "../protocol.js";
 import { preludeFacts, importApp, sendRender, serve, startApp } from "./app.js";
 import { compileOptions } from "./compile.js";
 import { context, post } from "./context.js";
 import { downloadInThread, downloadThreadUsable, installerOfUnpacked } from "./download-thread.js";
 import { requestEarly } from "./early.js";
-import { deliverFiles, exportModels } from "./inbox.js";
+import { deliverFiles } from "./dropped-files.js";
 import { fetchKernel, useKernel } from "./kernels.js";
 import { readSnapshot, restore } from "./memory-snapshot.js";
 import { network } from "./network.js";
 import { filesInOrder, installInOrder, loadPackagesWith, packagesInOrder, packageUrl } from "./packages.js";
 import { fetchLock, fetchText, importing, pyodideModule, startPython } from "./runtime.js";
-import { modelStore } from "./store.js";
+import { modelsWithBytes, modelStore } from "./store.js";
 
 // A worker the page made from a blob (an opaque origin: the portable file, a sandboxed iframe) learns the site's
 // root from 'start'; the portable file's also gets the files and the models.
@@ -188,7 +189,7 @@ self.onmessage = async (event) => {
     } else if (msg.type === MSG.FILES) {
       await deliverFiles(app.namespace, msg.files);
     } else if (msg.type === MSG.EXPORT_MODELS) {
-      event.ports[0].postMessage(await exportModels(self.slmStore));
+      event.ports[0].postMessage(await modelsWithBytes(self.slmStore));
     }
   } catch (e) {
     // A failing callback must not take the app down: logged, as `panel serve` would.
