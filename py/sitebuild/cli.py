@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 
 from .assemble import build
-from .common import PY_DIR, SITE, BuildError
+from .common import PY_DIR, SITE, BuildError, cache_held
 from .lock import read_lock, relock
 from .patches import check_patches
 from .serve import serving
@@ -31,16 +31,17 @@ def main(argv: list[str] | None = None) -> int:
                     help="apply every patch under py/sitebuild/patches to the pinned sources; list every mismatch")
     args = ap.parse_args(argv)
     try:
-        if args.relock:
-            relock()
-            return 0
-        if args.check_patches:
-            problems = check_patches(read_lock())
-            for problem in problems:
-                print(f"build.py: patch mismatch: {problem}", file=sys.stderr)
-            print(f"{len(problems)} patch mismatches" if problems else "every patch applies to the pinned sources")
-            return 1 if problems else 0
-        build(args.site_dir, args.py_dir, args.pyodide_packages)
+        with cache_held():  # one build at a time may write .cache/
+            if args.relock:
+                relock()
+                return 0
+            if args.check_patches:
+                problems = check_patches(read_lock())
+                for problem in problems:
+                    print(f"build.py: patch mismatch: {problem}", file=sys.stderr)
+                print(f"{len(problems)} patch mismatches" if problems else "every patch applies to the pinned sources")
+                return 1 if problems else 0
+            build(args.site_dir, args.py_dir, args.pyodide_packages)
     except BuildError as e:
         print(f"build.py: error: {e}", file=sys.stderr)
         return 1

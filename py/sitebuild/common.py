@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -16,6 +18,21 @@ HERE = Path(__file__).resolve().parent
 
 class BuildError(Exception):
     """A problem the user can fix; printed without a traceback."""
+
+
+@contextlib.contextmanager
+def cache_held() -> Iterator[None]:
+    """Hold .cache/ for one build at a time: two builds at once (parallel test workers) would write the same
+    downloads and cache entries. Where there is no flock (Windows), builds simply are not run at once."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    CACHE.mkdir(exist_ok=True)
+    with (CACHE / ".lock").open("w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        yield
 
 
 def log(msg: str) -> None:

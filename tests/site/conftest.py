@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "artifacts" / "site"
@@ -40,10 +41,24 @@ def built(site: Path, *extra: str) -> tuple[Path, str]:
     return site, proc.stderr
 
 
+def built_once(tmp_path_factory: pytest.TempPathFactory, worker_id: str, name: str, *extra: str) -> tuple[Path, str]:
+    """built(), once per test run: under pytest-xdist the first worker to ask builds into the run's shared folder
+    while the others wait on its lock, then all read that site (tests never change a built site)."""
+    if worker_id == "master":  # one process: its own temporary folder
+        return built(tmp_path_factory.mktemp(name) / "site", *extra)
+    shared = tmp_path_factory.getbasetemp().parent  # this run's folder, above each worker's own
+    site, log = shared / name / "site", shared / name / "build.log"
+    with FileLock(str(shared / f"{name}.lock")):
+        if not log.is_file():  # a failed build leaves no log: the next worker tries and reports it too
+            site.parent.mkdir(exist_ok=True)
+            log.write_text(built(site, *extra)[1])
+    return site, log.read_text()
+
+
 @pytest.fixture(scope="session")
-def cdn_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def cdn_site(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
     """The default build: NumPy comes from the Pyodide CDN at run time."""
-    return built(tmp_path_factory.mktemp("cdn") / "site")[0]
+    return built_once(tmp_path_factory, worker_id, "cdn")[0]
 
 
 @pytest.fixture(scope="session")
@@ -62,8 +77,9 @@ def fake_numpy_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def fake_vendored_site(tmp_path_factory: pytest.TempPathFactory, fake_numpy_dir: Path) -> tuple[Path, str]:
-    return built(tmp_path_factory.mktemp("fake-vendored") / "site", "--pyodide-packages", str(fake_numpy_dir))
+def fake_vendored_site(tmp_path_factory: pytest.TempPathFactory, worker_id: str,
+                       fake_numpy_dir: Path) -> tuple[Path, str]:
+    return built_once(tmp_path_factory, worker_id, "fake-vendored", "--pyodide-packages", str(fake_numpy_dir))
 
 
 # The newest Bokeh document's model-map nodes (name and value of each part of the model), and every data source's
@@ -206,11 +222,11 @@ def pyodide_packages_dir() -> Path | None:
 
 
 @pytest.fixture(scope="session")
-def vendored_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def vendored_site(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
     """The site built with PYODIDE_PACKAGES (a real wasm NumPy), for end-to-end tests."""
     packages = pyodide_packages_dir()
     if packages is None:
         pytest.skip("set PYODIDE_PACKAGES=DIR (folder with the pyodide_2025_0 NumPy wheel) to run")
     if not packages.is_dir():
         pytest.fail(f"PYODIDE_PACKAGES={packages} is not a folder")
-    return built(tmp_path_factory.mktemp("vendored") / "site", "--pyodide-packages", str(packages))[0]
+    return built_once(tmp_path_factory, worker_id, "vendored", "--pyodide-packages", str(packages))[0]
