@@ -15,10 +15,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from hosts import HOSTS, Stall, hosted
 
 from conftest import serve
 from testkit.engines import ENGINES, Engines
+from testkit.hosts import HOSTS, Stall, hosted
 
 # A page that holds what the site's pages hold: a CSP without 'unsafe-eval', an inline script allowed by its hash,
 # an input and a button inside a shadow root, a console error and a request to another host.

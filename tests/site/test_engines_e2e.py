@@ -9,10 +9,10 @@ import json
 from pathlib import Path
 
 import pytest
-from hosts import HOSTS, Offline, hosted
 from test_site_e2e import RECORD_TOKENS_JS, SOURCES_JS, VALUES_JS
 
 from testkit.engines import ENGINES, FIND_JS, Engines, Page
+from testkit.hosts import HOSTS, Offline, hosted
 
 PROMPT = "input[placeholder='the cat chased the dog']"
 

@@ -13,9 +13,9 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
-from hosts import hosted
 
 from testkit.engines import ENGINES, FIND_JS, Engines, Page
+from testkit.hosts import hosted
 
 STATUS_JS = """() => {
   const out = [];

@@ -17,12 +17,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from hosts import hosted
 
 from conftest import MAP_NODES_JS, ROOT, Visit, built, run_build, serve, token_box_height
 from sitebuild import assemble, patches, slim
 from sitebuild.common import BuildError
 from sitebuild.serve import SiteHandler, serving
+from testkit.hosts import hosted
 
 LOCK = json.loads((ROOT / "build.lock").read_text())
 
