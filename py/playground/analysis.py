@@ -97,6 +97,15 @@ def coordinate_steps(trace: slm.Trace, position: int) -> list[tuple[str, np.ndar
     return steps
 
 
+def ablated_probs(model: slm.Model, ids: Sequence[int], ablate: str) -> np.ndarray | None:
+    """Next-token probabilities (T, V) with the head `ablate` names ("L0.H1") removed from the residual stream;
+    None for "none"."""
+    if ablate == "none":
+        return None
+    layer, head = (int(part[1:]) for part in ablate.split("."))
+    return slm.interventions.run_ablated(model, np.asarray(ids), [(layer, head)]).probs
+
+
 def changed_rows(before: np.ndarray, after: np.ndarray) -> np.ndarray:
     """Per row (position): True when any value differs at all; False only when bit-identical."""
     axes = tuple(range(1, before.ndim))

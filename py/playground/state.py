@@ -19,7 +19,6 @@ import param
 import slm
 from slm.train.tasks import LIMITS, PRESETS, TASKS
 
-from . import circuits
 from .models import (
     END,
     LESSON_CHOICES,
@@ -36,10 +35,6 @@ from .models import (
 # The views, in their tabs' order; the first is the landing view.
 VIEWS = ("map", "generate", "attention", "residual", "next", "lesson", "heads", "patching", "train", "models")
 DEFAULT_PROMPTS = {"shipped": "the cat chased the dogs because they were", "lesson": "the cat was tired"}
-# What the referent head's hint offers when the prompt has no pronoun in it.
-REFERENT_EXAMPLE = "the cat chased the dogs because they were"
-PRONOUNS = ("it", "they", "he", "she")
-COPULAS = ("is", "are", "was", "were")
 # Above this vocabulary size a prompt's pass unembeds only the rows a view reads (the last and the selected one):
 # in the browser's NumPy, 32 rows x 32,000 tokens alone take ~0.45 s.
 LARGE_VOCAB = 4096
@@ -251,13 +246,6 @@ class PlaygroundState(param.Parameterized):
     def head_names(model: slm.Model) -> list[str]:
         return ["none"] + [f"L{i}.H{j}" for i in range(model.cfg.n_layers) for j in range(model.cfg.n_heads)]
 
-    def ablated_probs(self) -> np.ndarray | None:
-        """Next-token probabilities (T, V) with the `ablate` head's write removed, or None when none is."""
-        if self.ablate == "none":
-            return None
-        layer, head = (int(part[1:]) for part in self.ablate.split("."))
-        return slm.interventions.run_ablated(self.model, np.asarray(self.tokens.ids), [(layer, head)]).probs
-
     def comparison(self) -> tuple[PromptTokens, slm.Trace, int] | None:
         """The prompt with one token replaced (compare_position gets compare_token) and its forward pass, for
         the causal-mask check; None when the prompt has no such position or the word is not in the vocabulary."""
@@ -270,66 +258,6 @@ class PlaygroundState(param.Parameterized):
         labels[position] = self.compare_token
         changed = self.tokens._replace(ids=ids, labels=labels)
         return changed, self.model.forward(np.asarray(ids)), position
-
-    def _training_note(self, key: str) -> Any:
-        """meta[key], or else the same key among the training metrics (meta["training"]["metrics"])."""
-        meta = self.model.meta
-        if key in meta:
-            return meta[key]
-        training = meta.get("training")
-        metrics = training.get("metrics") if isinstance(training, dict) else None
-        return metrics.get(key) if isinstance(metrics, dict) else None
-
-    @property
-    def pronoun_head(self) -> tuple[int, int] | None:
-        """The head the training notes point a learner at (shipped model only): meta["pronoun_head"], or the same
-        key in the training metrics."""
-        pair = self._training_note("pronoun_head")
-        if isinstance(pair, list | tuple) and len(pair) == 2:
-            with contextlib.suppress(TypeError, ValueError):
-                layer, head = int(pair[0]), int(pair[1])
-                if 0 <= layer < self.model.cfg.n_layers and 0 <= head < self.model.cfg.n_heads:
-                    return layer, head
-        return None
-
-    @property
-    def pronoun_head_query(self) -> str:
-        """Where the pronoun head reads from: "pronoun" ("they") or "copula" (the verb after it: "they were")."""
-        query = self._training_note("pronoun_head_query")
-        return "copula" if query == "copula" else "pronoun"
-
-    def referent_query_position(self) -> int | None:
-        """The last position in the prompt where the pronoun head does its job: the last pronoun, or (for a copula
-        head) the last copula right after a pronoun. None when the prompt has none."""
-        labels = self.tokens.labels
-        for i in range(len(labels) - 1, 0, -1):
-            if self.pronoun_head_query == "copula":
-                if labels[i] in COPULAS and labels[i - 1] in PRONOUNS:
-                    return i
-            elif labels[i] in PRONOUNS:
-                return i
-        return None
-
-    def show_referent_head(self) -> None:
-        """The hint's action: select the pronoun head and the position it reads from (using an example prompt
-        when this one has no pronoun), and open the attention view."""
-        pair = self.pronoun_head
-        if pair is None:
-            return
-        if self.referent_query_position() is None:
-            self.prompt = REFERENT_EXAMPLE  # one forward pass, as any prompt change
-        position = self.referent_query_position()
-        self.param.update(layer=pair[0], head=pair[1], view="attention",
-                          position=-1 if position is None else position)
-
-    def show_role(self, role: str) -> None:
-        """The Heads view's "show me": a probe prompt that displays `role`, its strongest head selected at a row
-        where it does its job, in the attention view."""
-        example = circuits.show_me(self.model, self.tokenizer, role)
-        if example is None:
-            return
-        self.prompt = example.prompt  # one forward pass, as any prompt change
-        self.param.update(layer=example.layer, head=example.head, position=example.position, view="attention")
 
     def load_patch_example(self) -> None:
         """The Patching view's example for this model (the trained or the lesson one)."""

@@ -14,6 +14,7 @@ import pytest
 from playwright.sync_api import expect
 
 from playground.state import PlaygroundState
+from playground.views import attention
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
 
@@ -267,14 +268,14 @@ def test_trained_model_attention_hint_and_long_prompt(page, app_url):
     open_app(page, app_url, f"view=attention&prompt={quote(LONG_PROMPT)}")  # no model=: the default
     state = PlaygroundState(prompt=LONG_PROMPT)
     assert state.model_name == "shipped" and len(state.tokens.ids) == 32
-    layer, head = state.pronoun_head
+    layer, head = attention.pronoun_head(state.model)
     page.get_by_text(f"A head to look at: layer {layer} · head {head}").wait_for(timeout=5_000)
     assert page.evaluate(KEY_LABEL_ORIENTATION, "attention-large") == "vertical"  # 32 key labels, none overlap
     labels = page.evaluate(AXIS_LABELS, "attention-large")
     assert len(labels) == 32 and labels["31"] == "were"
     page.screenshot(path=ARTIFACTS / "trained_attention_32.png", full_page=True)
     # The hint's button selects the named head and the row it reads from (the last pronoun, "they").
-    query = state.referent_query_position()
+    query = attention.referent_query_position(state.model, state.tokens.labels)
     page.get_by_role("button", name=re.compile(f"Show layer {layer} · head {head}")).click()
     page.get_by_text(f"layer {layer} · head {head}, large").wait_for(timeout=5_000)
     page.wait_for_function(f"() => ({SELECTED_ROW})('attention-large') === {query}", timeout=5_000)
@@ -296,7 +297,7 @@ def test_trained_model_next_token_bars_sit_on_their_labels(page, app_url):
     offsets = page.evaluate(BAR_OFFSETS, "next-token")
     assert offsets[0] == [True, 0] and offsets[1][0] is False  # one bar set, centred on its token
     page.screenshot(path=ARTIFACTS / "trained_next_token.png", full_page=True)
-    layer, head = PlaygroundState(prompt=TRAINED_PROMPT).pronoun_head
+    layer, head = attention.pronoun_head(PlaygroundState(prompt=TRAINED_PROMPT).model)
     ablate = page.locator("select:visible").filter(has=page.locator("option", has_text=f"L{layer}.H{head}"))
     ablate.first.select_option(label=f"L{layer}.H{head}")
     page.get_by_text(f"Without L{layer}.H{head} the distribution moves").wait_for(timeout=5_000)

@@ -13,7 +13,7 @@ import slm
 from playground import circuits
 from playground.app import Playground
 from playground.state import URL_PARAMS, PlaygroundState
-from playground.views.heads import HeadsView
+from playground.views.heads import HeadsView, show_role
 from playground.views.patching import PatchingView
 from slm import roles
 
@@ -71,7 +71,7 @@ def test_cell_at_inverts_the_layout():
 
 
 def test_show_me_selects_the_strongest_head_on_a_prompt_with_the_role(state):
-    state.show_role("induction")
+    show_role(state, "induction")
     best = roles.strongest(circuits.probe_scores(state.model, state.tokenizer)["induction"])
     assert (state.layer, state.head) == best and state.view == "attention"
     targets = dict(roles.induction_targets(state.tokens.labels))

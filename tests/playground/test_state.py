@@ -149,7 +149,7 @@ def test_ablation_zeroes_exactly_one_head(state):
     assert np.all(trace.layers[0].head_out[1] == 0)
     np.testing.assert_array_equal(trace.layers[0].head_out[0], state.trace.layers[0].head_out[0])
     state.ablate = "L0.H1"
-    np.testing.assert_allclose(state.ablated_probs(), trace.probs)
+    np.testing.assert_allclose(analysis.ablated_probs(state.model, state.tokens.ids, state.ablate), trace.probs)
 
 
 def test_attribution_sums_to_the_logit_and_is_none_for_post_norm(state):
@@ -223,30 +223,6 @@ def test_lesson_shows_q_k_v_split_by_head_and_gqa_sharing(state):
     state.param.update(n_heads=4, n_kv_heads=2)
     assert "GQA" in lesson.heads_note.object and "0–1, 2–3 share one each" in lesson.heads_note.object
     assert lesson.tables.object.count("class='pg-group'>head ") >= 4
-
-
-def test_pronoun_head_hint_is_actionable():
-    from playground.app import Playground
-
-    vocab = ["<pad>", "<start>", "<unk>", ".", "the", "cat", "dogs", "chased", "they", "were", "ran", "because"]
-    cfg = slm.Config(n_vocab=len(vocab), n_ctx=32, n_model=16, n_heads=4, n_layers=2)
-    model = slm.Model.init(cfg, seed=1)
-    # The trainer may keep the note only among its metrics: the app finds it there too.
-    model.meta.update(vocab=vocab, training={"metrics": {"pronoun_head": [1, 2], "pronoun_head_query": "copula"}})
-    app = Playground(PlaygroundState(model_name="lesson", view="attention"))
-    state, attention = app.state, app.views["attention"]
-    state.use_model(model)
-    state.prompt = "the cat ran"
-    assert attention.hint.visible and "no such pronoun" in attention.hint_text.object
-    attention.hint_button.clicks += 1  # "Try it on the example"
-    assert state.prompt == "the cat chased the dogs because they were"
-    assert (state.layer, state.head, state.position, state.view) == (1, 2, 8, "attention")  # the row of "were"
-    assert "“were” (position 8) reads" in attention.hint_text.object
-    state.param.update(prompt="the cat ran because they were . the cat ran", position=-1)
-    attention.hint_button.clicks += 1  # the prompt has one: select it, keep the prompt
-    assert state.prompt.endswith("the cat ran") and state.position == 6
-    state.use_model(slm.CausalLanguageModel())
-    assert not attention.hint.visible
 
 
 def test_next_token_bars_sit_on_their_labels_without_a_comparison(state):

@@ -7,12 +7,17 @@ never drawn as a weight of 0. Figures are built once per model shape; a new prom
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Sequence
 from functools import partial
+from typing import Any
 
 import numpy as np
 import panel as pn
 from bokeh.events import Tap
 from bokeh.models import BoxAnnotation, ColorBar, ColumnDataSource, HoverTool, LinearColorMapper, Range1d
+
+import slm
 
 from .. import analysis
 from ..state import PlaygroundState
@@ -92,6 +97,64 @@ class Heatmap:
         self.row.update(bottom=position - 0.5, top=position + 0.5, left=-0.5, right=n - 0.5)
 
 
+# What the referent head's hint offers when the prompt has no pronoun in it.
+REFERENT_EXAMPLE = "the cat chased the dogs because they were"
+PRONOUNS = ("it", "they", "he", "she")
+COPULAS = ("is", "are", "was", "were")
+
+
+def _training_note(model: slm.Model, key: str) -> Any:
+    """meta[key], or else the same key among the training metrics (meta["training"]["metrics"])."""
+    meta = model.meta
+    if key in meta:
+        return meta[key]
+    training = meta.get("training")
+    metrics = training.get("metrics") if isinstance(training, dict) else None
+    return metrics.get(key) if isinstance(metrics, dict) else None
+
+
+def pronoun_head(model: slm.Model) -> tuple[int, int] | None:
+    """The head the training notes point a learner at (shipped model only): meta["pronoun_head"], or the same
+    key in the training metrics."""
+    pair = _training_note(model, "pronoun_head")
+    if isinstance(pair, list | tuple) and len(pair) == 2:
+        with contextlib.suppress(TypeError, ValueError):
+            layer, head = int(pair[0]), int(pair[1])
+            if 0 <= layer < model.cfg.n_layers and 0 <= head < model.cfg.n_heads:
+                return layer, head
+    return None
+
+
+def pronoun_head_query(model: slm.Model) -> str:
+    """Where the pronoun head reads from: "pronoun" ("they") or "copula" (the verb after it: "they were")."""
+    return "copula" if _training_note(model, "pronoun_head_query") == "copula" else "pronoun"
+
+
+def referent_query_position(model: slm.Model, labels: Sequence[str]) -> int | None:
+    """The last position in the prompt where the pronoun head does its job: the last pronoun, or (for a copula
+    head) the last copula right after a pronoun. None when the prompt has none."""
+    copula = pronoun_head_query(model) == "copula"
+    for i in range(len(labels) - 1, 0, -1):
+        if copula:
+            if labels[i] in COPULAS and labels[i - 1] in PRONOUNS:
+                return i
+        elif labels[i] in PRONOUNS:
+            return i
+    return None
+
+
+def show_referent_head(state: PlaygroundState) -> None:
+    """The hint's action: select the pronoun head and the position it reads from (using an example prompt
+    when this one has no pronoun), and open the attention view."""
+    pair = pronoun_head(state.model)
+    if pair is None:
+        return
+    if referent_query_position(state.model, state.tokens.labels) is None:
+        state.prompt = REFERENT_EXAMPLE  # one forward pass, as any prompt change
+    position = referent_query_position(state.model, state.tokens.labels)
+    state.param.update(layer=pair[0], head=pair[1], view="attention", position=-1 if position is None else position)
+
+
 def _empty() -> dict:
     return {"query": [], "key": [], "weight": [], "query_token": [], "key_token": []}
 
@@ -118,7 +181,7 @@ class AttentionView(View):
         self.hint_text = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width")
         self.hint_button = pn.widgets.Button(label="", color="primary", variant="outline",
                                              margin=(0, 10, 8, 24), css_classes=["pg-press"])
-        self.hint_button.on_click(lambda _: state.show_referent_head())
+        self.hint_button.on_click(lambda _: show_referent_head(state))
         self.hint = pn.Column(self.hint_text, self.hint_button, visible=False, sizing_mode="stretch_width")
         self.shape: tuple[int, int] | None = None
         self.small: dict[tuple[int, int], Heatmap] = {}
@@ -201,23 +264,24 @@ class AttentionView(View):
         """The trained model's training notes name a head that links a pronoun to its noun: say so, say what it
         does in this prompt, and offer a button that shows it."""
         state = self.state
-        pair = state.pronoun_head
+        pair = pronoun_head(state.model)
         self.hint.visible = pair is not None
         if pair is None:
             self.hint_text.object = ""
             return
         layer, head = pair
-        copula = state.pronoun_head_query == "copula"
+        copula = pronoun_head_query(state.model) == "copula"
         reader = ("the verb right after a pronoun (<i>they <u>were</u></i>, <i>it <u>was</u></i>)" if copula
                   else "a pronoun (<i>they</i>, <i>it</i>)")
         example_row = "were" if copula else "they"
         text = (f"<b>A head to look at: layer {layer} · head {head}.</b> Training found that from {reader} it puts "
                 "most of its weight on the noun the pronoun refers to, e.g. in <i>the cat chased the dogs because "
                 f"they were</i> the row of <i>{example_row}</i> reads <i>dogs</i>.")
-        labels, position = state.tokens.labels, state.referent_query_position()
+        labels = state.tokens.labels
+        position = referent_query_position(state.model, labels)
         if position is None:
             text += " This prompt has no such pronoun."
-            self.hint_button.label = "Try it on “the cat chased the dogs because they were”"
+            self.hint_button.label = f"Try it on “{REFERENT_EXAMPLE}”"
         else:
             weights = state.trace.layers[layer].attention[head, position]
             key = int(np.argmax(weights))

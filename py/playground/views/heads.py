@@ -114,7 +114,7 @@ class HeadsView(View):
         layer, head = roles.strongest(score)
         button = pn.widgets.Button(label=f"show me: {roles.ROLE_TITLES[role]} (layer {layer} · head {head})",
                                    color="primary", variant="outline", margin=(0, 8, 8, 0))
-        button.on_click(lambda _: self.state.show_role(role))
+        button.on_click(lambda _: show_role(self.state, role))
         return button
 
     def _on_tap(self, event: object) -> None:
@@ -122,6 +122,16 @@ class HeadsView(View):
         cell = circuits.cell_at(getattr(event, "x", None), getattr(event, "y", None), cfg.n_layers, cfg.n_heads)
         if cell is not None:
             self.state.param.update(layer=cell[1], head=cell[2])
+
+
+def show_role(state: PlaygroundState, role: str) -> None:
+    """The "show me" button: a probe prompt that displays `role`, its strongest head selected at a row where
+    it does its job, in the attention view."""
+    example = circuits.show_me(state.model, state.tokenizer, role)
+    if example is None:
+        return
+    state.prompt = example.prompt  # one forward pass, as any prompt change
+    state.param.update(layer=example.layer, head=example.head, position=example.position, view="attention")
 
 
 def _empty() -> dict:

@@ -268,7 +268,7 @@ class LessonView(View):
 
     @staticmethod
     def _ablation_table(state: PlaygroundState) -> str:
-        ablated = state.ablated_probs()
+        ablated = analysis.ablated_probs(state.model, state.tokens.ids, state.ablate)
         if ablated is None:
             return ""
         position = state.selected_position

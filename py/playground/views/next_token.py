@@ -83,7 +83,7 @@ class NextTokenView(View):
         position = state.selected_position
         probs = state.trace.probs[state.trace.logit_row(position)]
         tokens, top = analysis.top_tokens(probs, state.vocab, TOP_K)
-        ablated_all = state.ablated_probs()
+        ablated_all = analysis.ablated_probs(state.model, state.tokens.ids, state.ablate)
         has_ablation = ablated_all is not None
         ablated = ablated_all[position][analysis.top_ids(probs, TOP_K)] if has_ablation else np.zeros(
             len(tokens))
