@@ -1,7 +1,7 @@
 // The messages between the page (loader.js), the app worker (worker.js), the snapshot worker (a second worker.js)
-// and the service worker (sw.js), defined here once: each is made by its constructor below, and receivers compare
-// `msg.type` with MSG. Panel's own pyodide-worker messages (panel/_templates/pyodide_worker.js) keep their names:
-// status, render, patch, idle, rendered, location.
+// and the service worker (sw.js), defined here once: each is made by its constructor below, and each receiver maps
+// the types it answers to their handlers in a table that dispatch() below reads. Panel's own pyodide-worker messages
+// (panel/_templates/pyodide_worker.js) keep their names: status, render, patch, idle, rendered, location.
 
 export const MSG = Object.freeze({
   // page -> app worker
@@ -47,6 +47,20 @@ export class SiteError extends Error {
 export function asSiteError(e, what, stage = null) {
   if (e instanceof SiteError) return e;
   return new SiteError(what, String(e?.stack || e?.message || e), stage);
+}
+
+/**
+ * Hands `msg` to its handler in `table` ({[MSG.X]: (msg, ...rest) => ...}, the receiver's) with `rest`, and returns
+ * what the handler returns. A type the table lacks is reported on the console, naming it and `where` (the
+ * receiver), and otherwise ignored: a stray message must not stop the page or a worker.
+ */
+export function dispatch(table, msg, where, ...rest) {
+  const type = msg?.type;
+  if (!Object.prototype.hasOwnProperty.call(table, type)) {
+    console.error(`[site] ${where}: no handler for a message of type ${JSON.stringify(type)}`);
+    return undefined;
+  }
+  return table[type](msg, ...rest);
 }
 
 // ------------------------------------------------------------------------------------ page -> app worker

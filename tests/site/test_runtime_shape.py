@@ -5,6 +5,7 @@ naming every stage's module. No browser: Node and the sources.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -93,6 +94,43 @@ def test_every_message_kind_is_written_once() -> None:
     sources = "\n".join(p.read_text() for p in SOURCES if p.name != "protocol.js")
     for key in kinds:
         assert re.search(rf"\bMSG\.{key}\b", sources), f"{key} is received nowhere"
+
+
+def test_every_receiver_dispatches_through_protocol_js() -> None:
+    """No receiver compares a message's type itself: each maps the types it answers to handlers, and protocol.js's
+    dispatch() reads that table."""
+    compared = re.compile(r"\.type\s*[!=]==?\s*MSG\.|MSG\.\w+\s*[!=]==?\s*[\w.?]*\.type\b")
+    for path in SOURCES:
+        if path.name != "protocol.js":
+            assert not compared.search(path.read_text()), f"{path}: a message type compared outside dispatch()"
+    receivers = [SRC / "worker" / "worker.js", SRC / "page" / "app-worker.js", SRC / "sw" / "sw.js",
+                 SRC / "page" / "service-worker.js"]
+    for path in receivers:
+        assert re.search(r"\bdispatch\(", path.read_text()), f"{path}: receives messages without dispatch()"
+
+
+DISPATCH_JS = """
+import { dispatch, go, kept, MSG } from "./protocol.mjs";
+const errors = [];
+console.error = (...args) => errors.push(args.join(" "));
+const table = { [MSG.GO]: (msg, extra) => `${msg.type} handled with ${extra}` };
+const where = "the test's receiver";
+const answers = [dispatch(table, go(), where, "its event"), dispatch(table, kept(), where),
+  dispatch(table, { type: "toString" }, where), dispatch(table, null, where)];
+console.log(JSON.stringify({ answers, errors }));
+"""
+
+
+def test_dispatch_hands_a_message_to_its_handler_and_reports_a_stray_one(tmp_path: Path) -> None:
+    """A type in the table: its handler's answer (with the arguments after `where`). Any other, an inherited name
+    or no message at all: undefined, and a console error naming the type and the receiver, nothing thrown."""
+    (tmp_path / "protocol.mjs").write_text((SRC / "protocol.js").read_text())
+    (tmp_path / "dispatch.mjs").write_text(DISPATCH_JS)
+    out = json.loads(node(tmp_path / "dispatch.mjs"))
+    assert out["answers"] == ["go handled with its event", None, None, None]
+    assert len(out["errors"]) == 3, out["errors"]
+    for error, kind in zip(out["errors"], ['"kept"', '"toString"', "undefined"], strict=True):
+        assert "the test's receiver" in error and kind in error, error
 
 
 def catch_blocks(text: str) -> list[tuple[int, str]]:

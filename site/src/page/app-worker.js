@@ -1,7 +1,7 @@
 // The app worker (worker.js) from the page's side: starting it, and the page's half of Panel's pyodide-worker
 // protocol (adapted from panel/_templates/pyodide_handler.js) with the loader's messages (protocol.js).
 import * as M from "../protocol.js";
-import { MSG, SiteError } from "../protocol.js";
+import { dispatch, MSG, SiteError } from "../protocol.js";
 import { $, body, embed, info, opaque, serviceWorkers, useSnapshot } from "./env.js";
 import { embeddedFile, localPatch, portable, portableModels, workerFiles } from "./portable-file.js";
 import { attach, fail, progressed, showProgress, showStage, stopWatchdog } from "./screen.js";
@@ -91,21 +91,20 @@ export async function startWorker(worker, manifest, mainJs, hold, fallbacks, hoo
     }
   };
 
-  worker.onmessage = async (event) => {
-    const msg = event.data;
-    progressed(JSON.stringify([msg.type, msg.bytes, msg.waiting, msg.stage, msg.msg]));
-    if (msg.type === MSG.PROGRESS) {
-      showProgress(msg.bytes, msg.extraTotal, msg.waiting);
-    } else if (msg.type === MSG.STAGE) {
-      showStage(msg.stage);
-    } else if (msg.type === MSG.STATUS) {
+  // The app worker's messages, each to its handler.
+  const fromWorker = {
+    [MSG.PROGRESS]: (msg) => showProgress(msg.bytes, msg.extraTotal, msg.waiting),
+    [MSG.STAGE]: (msg) => showStage(msg.stage),
+    [MSG.STATUS]: (msg) => {
       $("#status").textContent = msg.msg;
-    } else if (msg.type === MSG.ERROR) {
+    },
+    [MSG.ERROR]: (msg) => {
       info.loadedPackages = msg.loaded || [];
       Object.assign(info.paths, msg.paths);
       fail(msg, false);
       keepForNextVisit(manifest.build_id, msg.fetched || []); // an offline visit then gets as far
-    } else if (msg.type === MSG.RENDER) {
+    },
+    [MSG.RENDER]: async (msg) => {
       $("#status").textContent = "Rendering";
       info.timings.app = performance.now();
       info.worker = msg.timings;
@@ -129,7 +128,8 @@ export async function startWorker(worker, manifest, mainJs, hold, fallbacks, hoo
       info.timings.render = performance.now();
       worker.postMessage(M.rendered());
       worker.postMessage(M.locationOf(pageLocation()));
-    } else if (msg.type === MSG.READY) {
+    },
+    [MSG.READY]: (msg) => {
       stopWatchdog();
       info.timings.ready = performance.now();
       info.heapBytes = msg.heapBytes;
@@ -137,23 +137,31 @@ export async function startWorker(worker, manifest, mainJs, hold, fallbacks, hoo
       $("#loading").hidden = true;
       body.dataset.ready = "1";
       hooks.ready(msg);
-    } else if (msg.type === MSG.VIEWS_BUILT) {
+    },
+    [MSG.VIEWS_BUILT]: () => {
       body.dataset.views = "built";
-    } else if (msg.type === MSG.IDLE) {
+    },
+    [MSG.IDLE]: () => {
       busy = false;
       if (queue.length) {
         flush();
       } else {
         body.dataset.worker = "idle";
       }
-    } else if (msg.type === MSG.PATCH) {
+    },
+    [MSG.PATCH]: (msg) => {
       try {
         patching += 1;
         jsdoc.apply_json_patch(localPatch(msg.patch), msg.buffers);
       } finally {
         patching -= 1;
       }
-    }
+    },
+  };
+  worker.onmessage = async (event) => {
+    const msg = event.data;
+    progressed(JSON.stringify([msg.type, msg.bytes, msg.waiting, msg.stage, msg.msg]));
+    await dispatch(fromWorker, msg, "the page (the app worker's messages)");
   };
   // No service worker controls a first visit: the worker stores its downloads itself (worker.js `keep`).
   const keep = serviceWorkers && "caches" in self && !thisBuilds(manifest.build_id);
@@ -185,10 +193,12 @@ export async function saveSnapshot(manifest, kept) {
     if (outcome === "failed") console.warn("[site] no memory snapshot for the next visit:", detail);
   };
   maker.onerror = (e) => done("failed", e.message || "worker error");
-  maker.onmessage = (event) => {
-    const msg = event.data;
-    if (msg.type === MSG.SNAPSHOT_MADE) done("saved", { bytes: msg.bytes, ms: msg.ms });
-    else if (msg.type === MSG.ERROR) done("failed", `${msg.what}: ${msg.detail}`);
+  // The snapshot worker's messages, each to its handler. Its downloads' progress is not shown: the app is up.
+  const fromMaker = {
+    [MSG.SNAPSHOT_MADE]: (msg) => done("saved", { bytes: msg.bytes, ms: msg.ms }),
+    [MSG.ERROR]: (msg) => done("failed", `${msg.what}: ${msg.detail}`),
+    [MSG.PROGRESS]: () => undefined,
   };
+  maker.onmessage = (event) => dispatch(fromMaker, event.data, "the page (the snapshot worker's messages)");
   maker.postMessage(M.makeSnapshot(manifest));
 }

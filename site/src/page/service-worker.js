@@ -3,7 +3,7 @@
 // failed, keepForNextVisit() registers it and hands it what the visit fetched. A page still controlled by another
 // build's service worker waits (briefly) until this build's takes over: the old one's cache-first answers would be
 // stale.
-import { keep, MSG } from "../protocol.js";
+import { dispatch, keep, MSG } from "../protocol.js";
 import { serviceWorkers } from "./env.js";
 
 export const thisBuilds = (buildId) =>
@@ -48,7 +48,9 @@ export async function keepForNextVisit(buildId, fetchedByWorker) {
     }
     const urls = [location.href, ...performance.getEntriesByType("resource").map((e) => e.name), ...fetchedByWorker];
     const channel = new MessageChannel();
-    const kept = new Promise((resolve) => (channel.port1.onmessage = (e) => e.data?.type === MSG.KEPT && resolve()));
+    const kept = new Promise((resolve) => {
+      channel.port1.onmessage = (e) => dispatch({ [MSG.KEPT]: () => resolve() }, e.data, "the page (sw.js's answer)");
+    });
     sw.postMessage(keep(urls), [channel.port2]);
     if ((await within(60000, kept)) === "timeout") console.warn("[site] the service worker did not confirm storing");
   } catch (e) {

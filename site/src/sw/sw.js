@@ -8,7 +8,7 @@
 // passes through it. (A page that another build's service worker controls moves to this one when it activates.)
 // The facts this worker shares with the page and the app worker (cache name prefix, shell files, pages, CDN) are
 // the build's (build.py writes them into the manifest and into this file's import).
-import { kept, MSG } from "../protocol.js";
+import { dispatch, kept, MSG } from "../protocol.js";
 
 importScripts("build/site-facts.js");
 const FACTS = self.siteFacts;
@@ -42,10 +42,12 @@ async function keep(urls) {
   await self.clients.claim();
 }
 
-self.addEventListener("message", (event) => {
-  if (event.data?.type !== MSG.KEEP) return; // the one message the page sends here
-  event.waitUntil(keep(event.data.urls).finally(() => event.ports[0]?.postMessage(kept())));
-});
+// The page's messages, each to its handler.
+const fromPage = {
+  [MSG.KEEP]: (msg, event) => event.waitUntil(keep(msg.urls).finally(() => event.ports[0]?.postMessage(kept()))),
+};
+
+self.addEventListener("message", (event) => dispatch(fromPage, event.data, "the service worker (sw.js)", event));
 
 self.addEventListener("activate", (event) => {
   event.waitUntil((async () => {

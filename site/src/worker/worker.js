@@ -12,7 +12,7 @@
 //                                          (kernels.js)
 //   serve             app.js serve         Panel's protocol: 'rendered', 'patch', 'location'; dropped files
 //                                          (dropped-files.js)
-import { asSiteError, MSG, SiteError, snapshotMade, status } from "../protocol.js";
+import { asSiteError, dispatch, MSG, SiteError, snapshotMade, status } from "../protocol.js";
 import { preludeFacts, importApp, sendRender, serve, startApp } from "./app.js";
 import { compileOptions } from "./compile.js";
 import { context, post } from "./context.js";
@@ -171,26 +171,24 @@ async function starting(ctx, run) {
   }
 }
 
+// The page's messages, each to its handler.
+const fromPage = {
+  [MSG.START]: async (msg) => {
+    app = await starting(context(msg.manifest, msg.root || ownRoot, msg.fallbacks), (ctx) => start(ctx, msg));
+  },
+  [MSG.GO]: () => go(),
+  [MSG.MAKE_SNAPSHOT]: (msg) => starting(context(msg.manifest, ownRoot), makeSnapshot),
+  [MSG.RENDERED]: () => app.rendered(),
+  [MSG.PATCH]: (msg) => app.patch(msg.patch),
+  [MSG.LOCATION]: (msg) => app.location(msg.location),
+  [MSG.FILES]: (msg) => deliverFiles(app.namespace, msg.files),
+  [MSG.EXPORT_MODELS]: async (msg, event) => event.ports[0].postMessage(await modelsWithBytes(self.slmStore)),
+};
+
 self.onmessage = async (event) => {
   const msg = event.data;
   try {
-    if (msg.type === MSG.START) {
-      app = await starting(context(msg.manifest, msg.root || ownRoot, msg.fallbacks), (ctx) => start(ctx, msg));
-    } else if (msg.type === MSG.GO) {
-      go();
-    } else if (msg.type === MSG.MAKE_SNAPSHOT) {
-      await starting(context(msg.manifest, ownRoot), makeSnapshot);
-    } else if (msg.type === MSG.RENDERED) {
-      app.rendered();
-    } else if (msg.type === MSG.PATCH) {
-      await app.patch(msg.patch);
-    } else if (msg.type === MSG.LOCATION) {
-      app.location(msg.location);
-    } else if (msg.type === MSG.FILES) {
-      await deliverFiles(app.namespace, msg.files);
-    } else if (msg.type === MSG.EXPORT_MODELS) {
-      event.ports[0].postMessage(await modelsWithBytes(self.slmStore));
-    }
+    await dispatch(fromPage, msg, "the worker (worker.js)", event);
   } catch (e) {
     // A failing callback must not take the app down: logged, as `panel serve` would.
     console.error(`[site] ${msg.type}:`, e);
