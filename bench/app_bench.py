@@ -28,7 +28,8 @@ import panel as pn
 
 import slm
 from playground.app import VIEW_CLASSES, Playground
-from playground.state import PATCH_EXAMPLES, PlaygroundState
+from playground.state import PlaygroundState
+from playground.views.patching import PATCH_EXAMPLES
 
 
 def benchmark_models() -> list[tuple[str, slm.Model]]:
@@ -69,7 +70,7 @@ def rows(repeats: int, open_views: tuple[str, ...] = ("map", "attention", "patch
         state.use_model(model)
         vocab = slm.tokenizer_for(model).vocab
         example = PATCH_EXAMPLES["lesson" if model.cfg.n_vocab == len(slm.LESSON_VOCAB) else "shipped"]
-        state.param.update(**{k: v for k, v in example.items() if k != "prompt"})
+        app.settings["patching"].param.update(**{k: v for k, v in example.items() if k != "prompt"})
         for length in sorted({min(n, model.cfg.n_ctx) for n in (8, 16, 32, 64)}):
             for view in open_views:
                 state.view = view

@@ -15,21 +15,20 @@ from typing import Any
 import panel as pn
 from bokeh.models import SaveTool
 
-from playground.library import Shelf
 from playground.models import REGISTRY
-from playground.state import URL_PARAMS, PlaygroundState, sync_url
+from playground.state import PlaygroundState, ViewSettings, sync_url
 from playground.views.attention import AttentionView
 from playground.views.common import STYLES, caption, esc, title, wrap_row
 from playground.views.generate import GenerateView
 from playground.views.heads import HeadsView
-from playground.views.lesson import LessonView
+from playground.views.lesson import LessonSettings, LessonView
 from playground.views.model_map import ModelMapView
 from playground.views.models import ModelsView
 from playground.views.next_token import NextTokenView
-from playground.views.patching import PatchingView
+from playground.views.patching import PatchingSettings, PatchingView
 from playground.views.residual import ResidualView
 from playground.views.tokens import TokenStrip
-from playground.views.train import TrainView
+from playground.views.train import TrainSettings, TrainView
 
 pn.extension(notifications=False)  # the app's stylesheet is added per document (create_app, add_styles)
 
@@ -47,6 +46,10 @@ VIEW_CLASSES: dict[str, tuple[type, str]] = {
     "train": (TrainView, "Train"),
     "models": (ModelsView, "Your models"),
 }
+# The views with settings of their own: made with the page (a link carries them, whether or not their view is built
+# yet) and handed to the view, instead of the state, when it is built.
+VIEW_SETTINGS: dict[str, type[ViewSettings]] = {
+    "lesson": LessonSettings, "patching": PatchingSettings, "train": TrainSettings}
 
 INTRO = ("A small transformer language model, running in your browser. Type a prompt: the model reads it as tokens "
          "(<code>&lt;start&gt;</code> first), and every view below shows one part of the same forward pass.")
@@ -75,7 +78,9 @@ class LazyViews(Mapping):
         if name not in self._built:
             if name not in VIEW_CLASSES:
                 raise KeyError(name)
-            self._built[name] = view = VIEW_CLASSES[name][0](self._playground.state)
+            settings = self._playground.settings.get(name)
+            view_class = VIEW_CLASSES[name][0]
+            self._built[name] = view = view_class(self._playground.state if settings is None else settings)
             self._playground._view_built(name, view)
         return self._built[name]
 
@@ -99,7 +104,10 @@ class Playground:
     def __init__(self, state: PlaygroundState | None = None, *, custom_js: bool = True) -> None:
         self.custom_js = custom_js
         self.state = state = state or PlaygroundState()
-        state.shelf = self.shelf = Shelf(state)  # trained and loaded models: the views and the page's drops use it
+        self.shelf = state.shelf  # trained and loaded models: the views and the page's drops use it
+        self.settings = {name: settings_class(state) for name, settings_class in VIEW_SETTINGS.items()}
+        state.view_settings = list(self.settings.values())
+        sync_url(state)  # the URL's values (view=, embed=, prompt=...) first: then only the view they show is built
         self._wanted_model: str | None = None  # the URL's model= when it names a kept model (restore_models)
         self.prompt = pn.widgets.TextInput(label="Prompt", value=state.prompt, placeholder="the cat chased the dog",
                                            sizing_mode="stretch_width", min_width=200, max_length=2000,
@@ -145,7 +153,8 @@ class Playground:
         # start_building_hidden()'s task, kept here: the event loop holds only a weak reference to it.
         self._hidden_task: asyncio.Future | None = None
         self._last_change = 0.0  # time.monotonic() of the state's last change: the background building waits
-        state.param.watch(self._note_change, [name for name in state.param if name != "name"])
+        for part in (state, *self.settings.values()):
+            part.param.watch(self._note_change, [name for name in part.param if name != "name"])
         self._layout()
 
     @staticmethod
@@ -189,7 +198,8 @@ class Playground:
             wrap_row(self.share_embed, *[self.copy_embed] if self.copy_embed else []),
             self.chart_format,
             sizing_mode="stretch_width", margin=(20, 0, 10, 0))
-        self.state.param.watch(self._update_share, list(URL_PARAMS))
+        for part in (self.state, *self.settings.values()):
+            part.param.watch(self._update_share, list(part.URL))
         self._update_share()
 
     def share_urls(self) -> tuple[str, str]:
@@ -275,7 +285,7 @@ class Playground:
         its task, done when every view is built."""
         if self._hidden_task is None:
             self._restore_task = asyncio.ensure_future(self.restore_models())
-            if self.state.autostart:  # a presenter's link: the Train view trains once the page is ready
+            if self.settings["train"].autostart:  # a presenter's link: the Train view trains once the page is ready
                 self.views["train"]._schedule(self.views["train"].start())
             self._hidden_task = asyncio.ensure_future(self.build_hidden_stepwise())
         return self._hidden_task
@@ -350,8 +360,7 @@ def create_app(*, build_hidden_on_load: bool = True, custom_js: bool = True,
     ``stylesheet_url``: where the host serves STYLES as a file (the static site); without it, the text is inlined."""
     add_styles(stylesheet_url)
     state = PlaygroundState()
-    sync_url(state)  # the URL's values (view=, embed=, prompt=...) first: then only the view they show is built
-    playground = Playground(state, custom_js=custom_js)
+    playground = Playground(state, custom_js=custom_js)  # which reads the URL before it builds a view
     if pn.state.location is not None:  # model= may name a model this browser keeps: found once they are restored
         wanted = str(pn.state.location.query_params.get("model") or "")
         playground._wanted_model = wanted if wanted and wanted != state.model_name else None

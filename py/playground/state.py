@@ -1,15 +1,17 @@
-"""The playground's state: one param.Parameterized that every view reads.
+"""The playground's shared state: prompt + model → trace, generation, and the URL.
 
-Flow: the URL and the widgets set the plain parameters (prompt, model, settings, selection). A change of model
-or prompt runs exactly one forward pass and publishes it as `trace` (with `tokens`); views watch `trace` and
-the selection parameters and patch their Bokeh sources. Generation streams tokens into `generated` from an
+Flow: the URL and the widgets set the plain parameters (prompt, model, generation settings, selection). A change
+of model or prompt runs exactly one forward pass and publishes it as `trace` (with `tokens`); views watch `trace`
+and the selection parameters and patch their Bokeh sources. Generation streams tokens into `generated` from an
 async loop (no threads: Pyodide has none), yielding to the event loop between tokens so Stop is heard.
+
+What only one view uses lives in that view's module, with its own settings (a ViewSettings, e.g. the Train
+view's); the app makes them with the page and lists them in `view_settings`, so that one link carries them all.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import urllib.parse
 from typing import Any
 
@@ -17,8 +19,9 @@ import numpy as np
 import param
 
 import slm
-from slm.train.tasks import LIMITS, PRESETS, TASKS
 
+from .library import Shelf
+from .link import Linked
 from .models import (
     END,
     LESSON_CHOICES,
@@ -42,39 +45,26 @@ LARGE_VOCAB = 4096
 # (measured in the site: one new token per 60 Hz frame), Stop is heard, and the stream runs at >= 50 tokens/s.
 STEP_DELAY = 0.015
 
-# Parameter -> URL query name. Everything a link should restore.
+# Parameter -> URL query name: what a link restores of this state (the views' settings add their own).
 URL_PARAMS = {
     "prompt": "prompt", "model_name": "model", "max_new_tokens": "max_new_tokens", "temperature": "temperature",
     "top_k": "top_k", "top_p": "top_p", "seed": "seed", "layer": "layer", "head": "head", "position": "pos",
-    "view": "view", "embed": "embed", "norm_placement": "norm_placement", "norm": "norm",
-    "positions": "positions", "causal": "causal", "n_heads": "heads", "n_kv_heads": "kv_heads",
-    "activation": "activation",
-    "ablate": "ablate", "compare": "compare", "compare_position": "compare_pos", "compare_token": "compare_token",
-    "patch_position": "patch_pos", "patch_token": "patch_token", "good_token": "good", "bad_token": "bad",
-    "patch_from": "patch_from", "charts": "charts",
-    "train_task": "task", "autostart": "autostart", "train_layers": "train_layers", "train_heads": "train_heads",
-    "train_d_model": "train_d_model", "train_ctx": "train_ctx", "train_steps": "train_steps",
-    "train_batch": "train_batch", "train_lr": "train_lr", "train_seed": "train_seed",
-}
-# The Train view's settings: state parameter -> slm.train.tasks.Settings field.
-TRAIN_SETTINGS = {"train_layers": "layers", "train_heads": "heads", "train_d_model": "d_model", "train_ctx": "ctx",
-                  "train_steps": "steps", "train_batch": "batch", "train_lr": "lr", "train_seed": "seed"}
-
-
-def _train_param(field: str) -> param.Parameter:
-    limit, default = LIMITS[field], getattr(PRESETS["repeat"], field)
-    if isinstance(default, float):
-        return param.Number(default=default, bounds=(limit.low, limit.high), doc=f"Train: {limit.what}")
-    return param.Integer(default=default, bounds=(int(limit.low), int(limit.high)), doc=f"Train: {limit.what}")
-# The Patching view's example per model: the prompt, the one-token change, the two tokens of the metric.
-PATCH_EXAMPLES = {
-    "shipped": dict(prompt="the cat near the dogs", patch_position=2, patch_token="cats", good_token="was",
-                    bad_token="were"),
-    "lesson": dict(prompt="the cat was", patch_position=2, patch_token="dog", good_token="tired", bad_token="lay"),
+    "view": "view", "embed": "embed", "ablate": "ablate", "charts": "charts",
 }
 
 
-class PlaygroundState(param.Parameterized):
+class ViewSettings(Linked):
+    """A view's own settings (views/<view>.py), beside the shared state it reads: made with the page, before
+    the view is built, because the URL carries them."""
+
+    def __init__(self, state: PlaygroundState, **params: Any) -> None:
+        self.state = state
+        super().__init__(**params)
+
+
+class PlaygroundState(Linked):
+    URL = URL_PARAMS
+
     # ---- what the learner chooses (and the URL carries) ----
     model_name = param.Selector(default="lesson", objects=model_names(), doc="Which model to run")
     prompt = param.String(default="", doc="The text the model reads after <start>")
@@ -90,31 +80,9 @@ class PlaygroundState(param.Parameterized):
     embed = param.Boolean(default=False, doc="Show only the chosen view (for an iframe)")
     charts = param.Selector(default="png", objects=["png", "svg"],
                             doc="What a chart's save button writes: Bokeh draws the charts as SVG for 'svg'")
-    # the lesson model's architecture switches
-    norm_placement = param.Selector(default="pre", objects=list(LESSON_CHOICES["norm_placement"]))
-    norm = param.Selector(default="layer", objects=list(LESSON_CHOICES["norm"]))
-    positions = param.Selector(default="sinusoidal", objects=list(LESSON_CHOICES["positions"]))
-    causal = param.Boolean(default=True)
-    n_heads = param.Selector(default=2, objects=[1, 2, 4])
-    n_kv_heads = param.Selector(default=2, objects=[1, 2, 4])
-    activation = param.Selector(default="relu", objects=list(LESSON_CHOICES["activation"]))
-    # experiments
     ablate = param.String(default="none", doc="A head removed from the residual stream, e.g. 'L0.H1'")
-    compare = param.Boolean(default=False, doc="Lesson: compare with a prompt that has one token changed")
-    compare_position = param.Integer(default=1, bounds=(1, None), doc="The position whose token is changed")
-    compare_token = param.String(default="dog", doc="The token put there instead")
-    # activation patching: the prompt is the clean run; the corrupted one has patch_token at patch_position
-    patch_position = param.Integer(default=2, bounds=(1, None), doc="Patching: the position whose token changes")
-    patch_token = param.String(default="cats", doc="Patching: the token the corrupted prompt has there")
-    good_token = param.String(default="was", doc="Patching metric: logit(good) - logit(bad) at the last position")
-    bad_token = param.String(default="were")
-    patch_from = param.Selector(default="clean", objects=["clean", "corrupted"],
-                                doc="clean: clean activations into the corrupted run (recovery); or the other way")
-
-    # the training lab (the Train view): its task, the settings of its run, and whether it starts by itself
-    train_task = param.Selector(default="repeat", objects=list(TASKS), doc="Train: what the model learns")
-    autostart = param.Boolean(default=False, doc="Train: start training once the page is ready")
-    locals().update({name: _train_param(field) for name, field in TRAIN_SETTINGS.items()})
+    architecture = param.Dict(default={name: choices[0] for name, choices in LESSON_CHOICES.items()},
+                              doc="The lesson model's switches (views.lesson.LessonSettings sets them)")
 
     # ---- derived: written only by this class ----
     model = param.Parameter(doc="The slm.Model being shown")
@@ -128,6 +96,10 @@ class PlaygroundState(param.Parameterized):
     generate_problem = param.String(default="", doc="Why the last generation stopped early, for the learner")
     models_changed = param.Integer(default=0, doc="Counts changes of the registry (a model trained or loaded)")
 
+    # ---- the page's parts: its kept models (made here), the views' own settings (listed by the app) ----
+    shelf = param.ClassSelector(class_=Shelf, doc="The page's trained and loaded models: kept, restored, dropped")
+    view_settings = param.List(default=[], doc="The views' settings (ViewSettings), which a link carries too")
+
     def __init__(self, **params: Any) -> None:
         params.setdefault("model_name", default_model_name())
         params.setdefault("prompt", DEFAULT_PROMPTS[params["model_name"]])
@@ -135,19 +107,18 @@ class PlaygroundState(param.Parameterized):
         self._fallback_note = ""
         self._generated_ids: list[int] = []
         self.requested_model: str | None = None  # the URL's model= naming a model not (yet) in the selector
-        self._train_task_before = "repeat"  # the task whose preset the train_* defaults are
         super().__init__(**params)
+        self.shelf = Shelf(self)
         self._load_model()
 
     # ---- model and forward pass ----
 
-    @param.depends("model_name", "norm_placement", "norm", "positions", "causal", "n_heads", "n_kv_heads",
-                   "activation", watch=True)
+    @param.depends("model_name", "architecture", watch=True)
     def _load_model(self) -> None:
         note = self._fallback_note if self.model_name == "lesson" else ""
         self.param.model_name.objects = model_names()  # models trained or loaded since this session began
         try:
-            model = load_model(self.model_name, **self.lesson_options())
+            model = load_model(self.model_name, **self.architecture)
         except FileNotFoundError:
             # The shipped weights are still being trained: fall back (which re-enters this method), and say so.
             self._fallback_note = "The trained model is not available yet, so the playground shows the lesson model."
@@ -192,23 +163,6 @@ class PlaygroundState(param.Parameterized):
         self.param.model_name.objects = model_names()
         self.models_changed += 1
 
-    @param.depends("train_task", watch=True)
-    def _train_preset(self) -> None:
-        """Another task brings its preset, except for the settings the learner (or the link) changed."""
-        old = PRESETS[self._train_task_before]
-        new = PRESETS[self.train_task]
-        self._train_task_before = self.train_task
-        self.param.update(**{name: getattr(new, field) for name, field in TRAIN_SETTINGS.items()
-                             if getattr(self, name) == getattr(old, field)})
-
-    def train_settings(self) -> dict[str, Any]:
-        return {field: getattr(self, name) for name, field in TRAIN_SETTINGS.items()}
-
-    def lesson_options(self) -> dict[str, Any]:
-        return dict(norm_placement=self.norm_placement, norm=self.norm, positions=self.positions,
-                    causal=self.causal, n_heads=self.n_heads, n_kv_heads=self.n_kv_heads,
-                    activation=self.activation)
-
     @param.depends("prompt", watch=True)
     def _run(self) -> None:
         """The one forward pass per change."""
@@ -230,6 +184,10 @@ class PlaygroundState(param.Parameterized):
                 and self.selected_position not in trace.logit_positions.tolist()):
             self._run()
 
+    def show_run(self, tokens: PromptTokens, trace: slm.Trace, note: str) -> None:
+        """Let every view show another run of the model (a patched one) until the prompt changes again."""
+        self.param.update(tokens=tokens, trace=trace, run_note=note, generated=[])
+
     # ---- reading the selection ----
 
     @property
@@ -245,30 +203,6 @@ class PlaygroundState(param.Parameterized):
     @staticmethod
     def head_names(model: slm.Model) -> list[str]:
         return ["none"] + [f"L{i}.H{j}" for i in range(model.cfg.n_layers) for j in range(model.cfg.n_heads)]
-
-    def comparison(self) -> tuple[PromptTokens, slm.Trace, int] | None:
-        """The prompt with one token replaced (compare_position gets compare_token) and its forward pass, for
-        the causal-mask check; None when the prompt has no such position or the word is not in the vocabulary."""
-        ids = list(self.tokens.ids)
-        position, token = self.compare_position, self.tokenizer.lookup(self.compare_token)
-        if token is None or position >= len(ids):
-            return None
-        ids[position] = token
-        labels = list(self.tokens.labels)
-        labels[position] = self.compare_token
-        changed = self.tokens._replace(ids=ids, labels=labels)
-        return changed, self.model.forward(np.asarray(ids)), position
-
-    def load_patch_example(self) -> None:
-        """The Patching view's example for this model (the trained or the lesson one)."""
-        example = PATCH_EXAMPLES["shipped" if self.model_name == "shipped" else "lesson"]
-        with param.parameterized.batch_call_watchers(self):
-            self.param.update(**{k: v for k, v in example.items() if k != "prompt"})
-            self.prompt = example["prompt"]
-
-    def show_run(self, tokens: PromptTokens, trace: slm.Trace, note: str) -> None:
-        """Let every view show another run of the model (a patched one) until the prompt changes again."""
-        self.param.update(tokens=tokens, trace=trace, run_note=note, generated=[])
 
     # ---- generation ----
 
@@ -319,51 +253,32 @@ class PlaygroundState(param.Parameterized):
     # ---- URL ----
 
     def share_query(self, **overrides: Any) -> str:
-        """The query string that restores this state: every URL parameter that differs from its default, the
-        view always, then `overrides` (e.g. embed=1). What "Copy link" and "Copy embed code" hand out."""
-        values = {}
-        for name, key in URL_PARAMS.items():
-            value = getattr(self, name)
-            if name in ("view", "model_name") or value != self.param[name].default:
-                values[key] = int(value) if isinstance(value, bool) else value
-        values.update(overrides)
-        return urllib.parse.urlencode(values)
+        """The query string that restores this state and the views' settings: every URL parameter that differs
+        from its default, the view and model always, then `overrides` (e.g. embed=1). What "Copy link" and
+        "Copy embed code" hand out."""
+        values = self.url_values(always=("view", "model_name"))
+        for settings in self.view_settings:
+            values.update(settings.url_values())
+        return urllib.parse.urlencode({**values, **overrides})
 
     def apply_url_values(self, values: dict[str, Any]) -> None:
-        """Apply values read from a URL one by one, coercing what can be coerced (e.g. embed=1) and skipping
-        what cannot, so a hand-edited link never breaks the page."""
-        for name, value in values.items():
-            if name == "model_name" and str(value) not in self.param.model_name.objects:
-                self.requested_model = str(value)  # a kept model, listed once the page's store is read
-                continue
-            with contextlib.suppress(Exception):
-                setattr(self, name, _coerce(self.param[name], value))
+        values = dict(values)
+        if "model_name" in values and str(values["model_name"]) not in self.param.model_name.objects:
+            self.requested_model = str(values.pop("model_name"))  # a kept model, listed once the store is read
+        super().apply_url_values(values)
 
 
-def _coerce(parameter: param.Parameter, value: Any) -> Any:
-    if isinstance(parameter, param.Boolean):
-        return str(value).strip().lower() in ("1", "true", "yes", "on")
-    if isinstance(parameter, param.Integer):
-        value = int(float(value))
-    elif isinstance(parameter, param.Number):
-        value = float(value)
-    elif isinstance(parameter, param.String):
-        return str(value)
-    elif isinstance(parameter, param.Selector):
-        for option in parameter.objects:
-            if str(option).lower() == str(value).lower():
-                return option
-        return value
-    if parameter.bounds is not None:  # clamp absurd values instead of refusing them
-        low, high = parameter.bounds
-        value = value if low is None else max(low, value)
-        value = value if high is None else min(high, value)
-    return value
+def url_keys(state: PlaygroundState) -> list[str]:
+    """Every query key a link may set: the state's and its views' settings'."""
+    return [key for part in (state, *state.view_settings) for key in part.URL.values()]
 
 
 def sync_url(state: PlaygroundState) -> None:
-    """Keep the URL query string and the state in step (Panel's location.sync), when there is a page."""
+    """Keep the URL query string in step with the state and the views' settings (Panel's location.sync), when
+    there is a page. The state's watchers wait for the whole URL: one model load for its model and architecture."""
     import panel as pn
 
     if pn.state.location is not None:
-        pn.state.location.sync(state, URL_PARAMS, on_error=state.apply_url_values)
+        with param.parameterized.batch_call_watchers(state):
+            for part in (state, *state.view_settings):
+                pn.state.location.sync(part, part.URL, on_error=part.apply_url_values)

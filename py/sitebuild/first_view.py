@@ -2,9 +2,9 @@
 landing view), as the Bokeh document JSON that the worker's 'render' message carries.
 
 `loader.js` shows it with BokehJS alone while Python starts, and only when the page's URL sets none of the app's
-state parameters (`state_params`, the app's URL_PARAMS): a URL that asks for another prompt or view waits for the
-live app instead, so no number is ever shown for a prompt other than the one in the box. The live app replaces it
-when ready.
+state parameters (`state_params`, playground.state.url_keys): a URL that asks for another prompt or view waits for
+the live app instead, so no number is ever shown for a prompt other than the one in the box. The live app replaces
+it when ready.
 
 It is rendered in a subprocess (`python -m sitebuild.first_view OUT`) with the same app and the same pinned Panel,
 Bokeh, param and NumPy as the worker (numpy==2.2.5 on both sides: the same numbers). The Python that runs the build
@@ -175,7 +175,7 @@ def render(stylesheet_url: str) -> dict:
     from panel.io.resources import set_resource_mode
 
     from playground.app import create_app
-    from playground.state import URL_PARAMS
+    from playground.state import url_keys
 
     doc = Document()
     pn.state.curdoc = doc  # as panel.io.pyodide.init_doc does in the worker
@@ -193,7 +193,7 @@ def render(stylesheet_url: str) -> dict:
     docs_json = {"first-view": docs_json[items[0]["docid"]]}
     items[0].update(docid="first-view", roots={m: f"first-view-root-{n}" for n, m in enumerate(items[0]["roots"])})
     return {"docs_json": json.dumps(docs_json), "render_items": json.dumps(items),
-            "root_ids": json.dumps([m.id for m in doc.roots]), "state_params": sorted(URL_PARAMS.values()),
+            "root_ids": json.dumps([m.id for m in doc.roots]), "state_params": sorted(url_keys(playground.state)),
             "view": playground.state.view, "prompt": playground.state.prompt}
 
 

@@ -71,8 +71,7 @@ def test_patching_view_draws_the_experiment_and_a_click_shows_the_patched_run(pa
     query = "model=shipped&view=patching&prompt=the+cat+near+the+dogs&patch_pos=2&patch_token=cats&good=was&bad=were"
     open_app(page, app_url, query)
     page.get_by_text("Patching: where does one token's difference travel?").wait_for(timeout=WAIT)
-    state = PlaygroundState(model_name="shipped", prompt="the cat near the dogs", patch_position=2,
-                            patch_token="cats", good_token="was", bad_token="were")
+    state = PlaygroundState(model_name="shipped", prompt="the cat near the dogs")
     run = circuits.patch_run(state.model, state.tokenizer, state.tokens.ids, state.tokens.labels, 2, "cats", "was",
                              "were", "clean")
     run.job.run_for(float("inf"))

@@ -12,9 +12,9 @@ import pytest
 import slm
 from playground import circuits
 from playground.app import Playground
-from playground.state import URL_PARAMS, PlaygroundState
+from playground.state import PlaygroundState
 from playground.views.heads import HeadsView, show_role
-from playground.views.patching import PatchingView
+from playground.views.patching import PatchingSettings, PatchingView
 from slm import roles
 
 XSS = "<img src=x onerror=alert(1)>"
@@ -110,17 +110,18 @@ def _patch_by_hand(model, target, source, site, good, bad):
 @pytest.mark.parametrize("patch_from", ["clean", "corrupted"])
 def test_patching_view_draws_the_patched_metric(state, patch_from):
     state.view = "patching"
-    view = PatchingView(state)
-    state.load_patch_example()
-    state.patch_from = patch_from
+    settings = PatchingSettings(state)
+    view = PatchingView(settings)
+    settings.load_example()
+    settings.patch_from = patch_from
     run = view.run
     assert not run.error
     index = state.tokenizer.index
     clean = list(state.tokens.ids)
     corrupted = list(clean)
-    corrupted[state.patch_position] = index[state.patch_token]
+    corrupted[settings.patch_position] = index[settings.patch_token]
     target, source = (corrupted, clean) if patch_from == "clean" else (clean, corrupted)
-    good, bad = index[state.good_token], index[state.bad_token]
+    good, bad = index[settings.good_token], index[settings.bad_token]
     data = view.resid_source.data
     for x, y, metric in zip(data["x"], data["y"], data["metric"], strict=True):
         assert metric == pytest.approx(_patch_by_hand(state.model, target, source, ("resid", y, x), good, bad),
@@ -143,15 +144,16 @@ def test_patching_view_draws_the_patched_metric(state, patch_from):
 
 def test_patching_explains_what_is_missing_and_escapes_it(state):
     state.view = "patching"
-    view = PatchingView(state)
-    state.load_patch_example()
-    state.patch_token = XSS
+    settings = PatchingSettings(state)
+    view = PatchingView(settings)
+    settings.load_example()
+    settings.patch_token = XSS
     assert "is not in this model" in view.summary.object and "<img" not in view.summary.object
-    state.load_patch_example()
-    state.good_token = state.bad_token
+    settings.load_example()
+    settings.good_token = settings.bad_token
     assert "the same" in view.summary.object
-    state.load_patch_example()
-    state.patch_position = 40
+    settings.load_example()
+    settings.patch_position = 40
     assert "no position 40" in view.summary.object
     assert len(view.resid_source.data["x"]) == 0
 
@@ -160,7 +162,7 @@ def test_patching_waits_while_hidden_and_catches_up(state):
     app = Playground(state)
     state.view = "patching"
     view = app.views["patching"]
-    state.load_patch_example()
+    app.settings["patching"].load_example()
     state.view = "generate"
     before = view.run
     state.prompt = state.prompt + " " + state.prompt
@@ -170,10 +172,12 @@ def test_patching_waits_while_hidden_and_catches_up(state):
 
 
 def test_the_url_carries_the_experiment():
-    assert {"patch_position", "patch_token", "good_token", "bad_token", "patch_from"} <= set(URL_PARAMS)
+    assert {"patch_position", "patch_token", "good_token", "bad_token", "patch_from"} <= set(PatchingSettings.URL)
     state = PlaygroundState(model_name="lesson")
-    state.apply_url_values({"patch_position": "3", "patch_token": "dog", "view": "Patching"})
-    assert state.patch_position == 3 and state.view == "patching"
+    settings = PatchingSettings(state)
+    settings.apply_url_values({"patch_position": "3", "patch_token": "dog"})
+    state.apply_url_values({"view": "Patching"})
+    assert settings.patch_position == 3 and state.view == "patching"
 
 
 def test_roles_need_a_trace_of_the_prompt(state):
@@ -194,9 +198,10 @@ def test_a_long_patching_grid_fills_in_between_events_and_stops(monkeypatch):
     monkeypatch.setattr(patching, "STEP", 0.0)
     state = PlaygroundState(model_name="shipped")
     state.view = "patching"
+    settings = PatchingSettings(state)
 
     async def scenario():
-        view = PatchingView(state)  # builds and starts the grid inside the loop
+        view = PatchingView(settings)  # builds and starts the grid inside the loop
         assert view.running and view.stop_button.visible and view.stop_button.label == "Stop the grid"
         assert "Running the patches" in view.summary.object
         await asyncio.sleep(0.05)
@@ -215,7 +220,8 @@ def test_a_long_patching_grid_fills_in_between_events_and_stops(monkeypatch):
         view = pool.submit(asyncio.run, scenario()).result()
     assert view.run.job.finished and not view.stop_button.visible and "Stopped" not in view.summary.object
     whole = circuits.patch_run(state.model, state.tokenizer, state.tokens.ids, state.tokens.labels,
-                               state.patch_position, state.patch_token, state.good_token, state.bad_token, "clean")
+                               settings.patch_position, settings.patch_token, settings.good_token,
+                               settings.bad_token, "clean")
     whole.job.run_for(float("inf"))
     for x, y, metric in zip(view.head_source.data["x"], view.head_source.data["y"], view.head_source.data["metric"],
                             strict=True):

@@ -83,7 +83,7 @@ def test_a_checkpoint_works_in_every_view(kind, tmp_path):
     ids = state.tokens.ids
     word = vocab.vocab[ids[2]].strip() or vocab.vocab[ids[2]]
     state.view = "patching"
-    state.param.update(patch_position=2, patch_token=word, good_token=word, bad_token="zzzzqq")
+    app.settings["patching"].param.update(patch_position=2, patch_token=word, good_token=word, bad_token="zzzzqq")
     summary = app.views["patching"].summary.object
     assert "second metric token “zzzzqq” is not in this model" in summary and "cats" not in summary
 

@@ -15,7 +15,7 @@ from playground import analysis
 from playground.models import encode_prompt
 from playground.state import PlaygroundState
 from playground.views.generate import stream_html
-from playground.views.lesson import lesson_tables
+from playground.views.lesson import LessonSettings
 from playground.views.tokens import notes_html
 
 
@@ -124,26 +124,6 @@ def test_url_values_are_coerced_and_clamped(state):
     assert state.model_name == "lesson" and state.max_new_tokens == 64 and state.head == 1 and state.prompt == "123"
 
 
-def test_architecture_toggles_rebuild_and_impossible_ones_explain(state):
-    state.n_heads = 4
-    assert state.model.cfg.n_heads == 4
-    state.positions = "rope"  # head size 1 cannot be rotated in pairs
-    assert "cannot be built" in state.model_note and state.model.cfg.positions != "rope"
-    state.n_heads = 1
-    state.n_kv_heads = 4  # more key/value heads than heads: clamped to one per head
-    assert state.model.cfg.n_kv_heads == 1
-
-
-def test_causal_mask_keeps_earlier_rows_bit_identical(state):
-    state.param.update(compare=True, compare_position=2, compare_token="dog")
-    _, other, position = state.comparison()
-    assert not analysis.changed_rows(state.trace.layers[0].y[:position], other.layers[0].y[:position]).any()
-    assert analysis.changed_rows(state.trace.layers[0].y[position:], other.layers[0].y[position:]).all()
-    state.causal = False
-    _, other, position = state.comparison()
-    assert analysis.changed_rows(state.trace.layers[0].y[:position], other.layers[0].y[:position]).any()
-
-
 def test_ablation_zeroes_exactly_one_head(state):
     trace = slm.interventions.run_ablated(state.model, np.asarray(state.tokens.ids), [(0, 1)])
     assert np.all(trace.layers[0].head_out[1] == 0)
@@ -155,7 +135,7 @@ def test_ablation_zeroes_exactly_one_head(state):
 def test_attribution_sums_to_the_logit_and_is_none_for_post_norm(state):
     result = analysis.attribution(state.model, state.trace, 3)
     assert result.values.sum() == pytest.approx(state.trace.logits[3, result.target])
-    state.norm_placement = "post"
+    LessonSettings(state).norm_placement = "post"
     assert analysis.attribution(state.model, state.trace, 3) is None
 
 
@@ -167,62 +147,12 @@ def test_attention_columns_split_masked_cells(state):
     assert allowed["query_token"][-1] == "tired"
 
 
-def test_lesson_tables_have_four_decimals_and_seven_steps(state):
-    tables = lesson_tables(state.trace, state.tokens.labels, model=state.model)
-    assert len(tables) == 7
-    assert f"{state.trace.x[1, 0]:.4f}" in tables[0]
-    assert "FFN hidden (ReLU)" in tables[5] and "ReLU(norm(h) W_in + b_in)" in tables[5]
-
-
 def test_truncation_note_names_what_was_left_out(state):
     state.prompt = "the cat was tired " * 5  # 20 words + <start> = 21 tokens, context 16
     assert state.tokens.truncated == 5 and len(state.tokens.ids) == 16
     assert state.tokens.labels[-1] == "tired" and "<start>" not in state.tokens.labels
     note = notes_html(state)
     assert "the first 5 token(s)" in note and "reads the last 16" in note
-
-
-@pytest.mark.parametrize(("activation", "label"), [
-    ("relu", "ReLU(norm(h) W_in + b_in)"), ("gelu", "GELU(norm(h) W_in + b_in)"),
-    ("swiglu", "SiLU(gate) ⊙ (norm(h) W_in + b_in)")])
-def test_activation_toggle_rebuilds_the_ffn_and_its_label(state, activation, label):
-    from playground.app import Playground
-
-    app = Playground(state)
-    state.view = "lesson"  # a view redraws while it is shown
-    state.activation = activation
-    assert state.model.cfg.activation == activation
-    assert ("blocks.0.ffn.w_gate" in state.model.params) == (activation == "swiglu")
-    tables = app.views["lesson"].tables.object
-    assert label in tables
-    assert ("6 · FFN gate" in tables) == (activation == "swiglu")
-    if activation == "swiglu":  # the gate table holds silu(norm(h) W_gate), and hidden = gate * (norm(h) W_in + b)
-        layer = state.trace.layers[0]
-        gate = slm.layers.silu(layer.ffn_in @ state.model.params["blocks.0.ffn.w_gate"])
-        np.testing.assert_allclose(layer.ff_act, gate * layer.ff_pre)
-        assert f"{gate[1, 0]:.4f}" in tables
-    state.norm_placement = "post"
-    assert label.replace("norm(h)", "h") in app.views["lesson"].tables.object
-
-
-def test_lesson_shows_q_k_v_split_by_head_and_gqa_sharing(state):
-    from playground.app import Playground
-
-    app = Playground(state)
-    state.view = "lesson"  # a view redraws while it is shown
-    lesson = app.views["lesson"]
-    tables = lesson.tables.object
-    # two heads of size 2: q's columns 0-1 are head 0, columns 2-3 head 1 (a reshape of the (T, d) table)
-    assert "<th colspan='2' class='pg-group'>head 0</th><th colspan='2' class='pg-group'>head 1</th>" in tables
-    layer = state.trace.layers[0]
-    assert f"{layer.q[1, 2, 0]:.4f}" in tables  # head 1's first column at position 2
-    assert "head 0 → columns 0–1, head 1 → columns 2–3" in lesson.heads_note.object
-    state.n_kv_heads = 1  # multi-query: one k/v head for both query heads
-    assert "<th colspan='2' class='pg-group'>heads 0–1</th>" in lesson.tables.object
-    assert "Multi-query" in lesson.heads_note.object
-    state.param.update(n_heads=4, n_kv_heads=2)
-    assert "GQA" in lesson.heads_note.object and "0–1, 2–3 share one each" in lesson.heads_note.object
-    assert lesson.tables.object.count("class='pg-group'>head ") >= 4
 
 
 def test_next_token_bars_sit_on_their_labels_without_a_comparison(state):
@@ -386,7 +316,9 @@ def test_model_map_numbers_equal_the_residual_views(model_name, prompt):
 def test_model_map_of_a_post_norm_model_says_what_is_exact():
     from playground.app import Playground
 
-    app = Playground(PlaygroundState(model_name="lesson", prompt="the cat was tired", norm_placement="post"))
+    state = PlaygroundState(model_name="lesson", prompt="the cat was tired")
+    LessonSettings(state, norm_placement="post")
+    app = Playground(state)
     model_map = app.views["map"]
     data = dict(zip(model_map.source.data["name"], model_map.source.data["write"], strict=True))
     assert all(np.isnan(v) for name, v in zip(model_map.source.data["name"], model_map.source.data["value"],
@@ -414,19 +346,54 @@ def test_model_map_opens_a_parts_detail():
 
 
 def test_share_query_restores_the_state():
+    """The link carries the state and every view's settings: a new page given its values shows the same."""
     from urllib.parse import parse_qsl
 
-    from playground.state import URL_PARAMS
+    from playground.app import Playground
 
-    state = PlaygroundState(model_name="lesson", prompt="the cat <b>was</b> & tired", layer=0, head=1, position=2,
-                            view="attention", temperature=0.35, norm_placement="post", ablate="L0.H1")
-    query = state.share_query()
-    restored = PlaygroundState(model_name="shipped")
-    by_key = {key: name for name, key in URL_PARAMS.items()}
-    restored.apply_url_values({by_key[k]: v for k, v in parse_qsl(query)})
-    for name in URL_PARAMS:
-        assert getattr(restored, name) == getattr(state, name), name
-    assert dict(parse_qsl(state.share_query(embed=1)))["embed"] == "1"
+    app = Playground(PlaygroundState(model_name="lesson", prompt="the cat <b>was</b> & tired", layer=0, head=1,
+                                     position=2, view="attention", temperature=0.35, ablate="L0.H1"))
+    app.settings["lesson"].norm_placement = "post"
+    app.settings["patching"].patch_token = "dog"
+    app.settings["train"].param.update(task="grammar", steps=50, autostart=True)
+    query = app.state.share_query()
+    restored = Playground(PlaygroundState(model_name="shipped"))
+    parts = list(zip((app.state, *app.state.view_settings), (restored.state, *restored.state.view_settings),
+                     strict=True))
+    for _, part in parts:  # each part takes its own keys, as Panel's location.sync hands them over
+        by_key = {key: name for name, key in part.URL.items()}
+        part.apply_url_values({by_key[k]: v for k, v in parse_qsl(query) if k in by_key})
+    for shared, part in parts:
+        for name in part.URL:
+            assert getattr(part, name) == getattr(shared, name), name
+    assert {"norm_placement", "patch_token", "task", "autostart", "train_steps"} <= dict(parse_qsl(query)).keys()
+    assert dict(parse_qsl(app.state.share_query(embed=1)))["embed"] == "1"
+
+
+def test_a_link_sets_the_state_and_the_views_settings_at_once():
+    """A page opened from a link: each key reaches the state or its view's settings, and the lesson's switches
+    arrive together with the model, so that a head only the switched model has stays removed."""
+    import panel as pn
+    from bokeh.document import Document
+
+    from playground.app import create_app
+    from slm.train.tasks import PRESETS
+
+    pn.state.curdoc = Document()
+    try:
+        pn.state.location.search = ("?model=lesson&heads=4&ablate=L0.H3&view=lesson&task=grammar&train_steps=50"
+                                    "&patch_pos=3&compare=1")
+        app = create_app(build_hidden_on_load=False)
+        query = pn.state.location.search
+    finally:
+        pn.state.curdoc = None
+    state, settings = app.state, app.settings
+    assert state.model.cfg.n_heads == 4 and state.ablate == "L0.H3" and state.view == "lesson"
+    assert settings["lesson"].n_heads == 4 and settings["lesson"].compare
+    assert (settings["train"].task, settings["train"].steps) == ("grammar", 50)
+    assert settings["train"].heads == PRESETS["grammar"].heads  # the task's preset, but for the link's steps
+    assert settings["patching"].patch_position == 3
+    assert "ablate=L0.H3" in query and "train_steps=50" in query and "patch_pos=3" in query
 
 
 def test_csv_holds_the_numbers_the_charts_show():

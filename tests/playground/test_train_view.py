@@ -22,7 +22,7 @@ def test_training_pauses_while_the_page_lays_out_a_change_made_there():
         doc.add_root(div)
         pn.state.curdoc = doc
         try:
-            view = train.TrainView(PlaygroundState(model_name="lesson", train_task="repeat"))
+            view = train.TrainView(train.TrainSettings(PlaygroundState(model_name="lesson"), task="repeat"))
             task = asyncio.ensure_future(view.start())
             while view.run is None or view.run.step_count < 3:
                 await asyncio.sleep(0.01)
@@ -67,3 +67,19 @@ def test_a_view_tab_hides_the_shown_view_before_it_shows_the_chosen_one():
     assert ("map", True) in changes and ("train", False) in changes, changes
     assert changes.index(("train", False)) < changes.index(("map", True)), changes
     assert [name for name in VIEW_CLASSES if app.views[name].panel.visible] == ["map"]
+
+
+def test_a_task_brings_its_preset_except_what_the_learner_changed():
+    from slm.train.tasks import PRESETS
+
+    settings = train.TrainSettings(PlaygroundState(model_name="lesson"))
+    assert settings.run_settings() == PRESETS["repeat"].to_dict()
+    settings.steps = 77
+    settings.task = "grammar"
+    assert settings.run_settings() == PRESETS["grammar"].replace(steps=77).to_dict()
+    settings.use_preset()  # "Use the task's preset"
+    assert settings.run_settings() == PRESETS["grammar"].to_dict()
+    # the link's keys for them, as presenters' links and the lab's tests write them
+    assert set(train.TrainSettings.URL.values()) == {
+        "task", "autostart", "train_layers", "train_heads", "train_d_model", "train_ctx", "train_steps",
+        "train_batch", "train_lr", "train_seed"}

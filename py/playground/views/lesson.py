@@ -6,14 +6,62 @@ and marks which rows changed and which stayed bit-identical; ablation removes on
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import panel as pn
+import param
 
 import slm
 
 from .. import analysis
-from ..state import PlaygroundState
+from ..models import LESSON_CHOICES, PromptTokens
+from ..state import PlaygroundState, ViewSettings
 from .common import View, caption, esc, labelled_checkbox, title, wrap_row
+
+# The architecture switches, named as slm.CausalLanguageModel's arguments (the state's `architecture`).
+SWITCHES = tuple(LESSON_CHOICES)
+
+
+class LessonSettings(ViewSettings):
+    """The lesson model's architecture switches and the change-one-token experiment."""
+
+    URL = {"norm_placement": "norm_placement", "norm": "norm", "positions": "positions", "causal": "causal",
+           "n_heads": "heads", "n_kv_heads": "kv_heads", "activation": "activation",
+           "compare": "compare", "compare_position": "compare_pos", "compare_token": "compare_token"}
+
+    norm_placement = param.Selector(default="pre", objects=list(LESSON_CHOICES["norm_placement"]))
+    norm = param.Selector(default="layer", objects=list(LESSON_CHOICES["norm"]))
+    positions = param.Selector(default="sinusoidal", objects=list(LESSON_CHOICES["positions"]))
+    causal = param.Boolean(default=True)
+    n_heads = param.Selector(default=2, objects=[1, 2, 4])
+    n_kv_heads = param.Selector(default=2, objects=[1, 2, 4])
+    activation = param.Selector(default="relu", objects=list(LESSON_CHOICES["activation"]))
+    compare = param.Boolean(default=False, doc="Compare with a prompt that has one token changed")
+    compare_position = param.Integer(default=1, bounds=(1, None), doc="The position whose token is changed")
+    compare_token = param.String(default="dog", doc="The token put there instead")
+
+    def __init__(self, state: PlaygroundState, **params: Any) -> None:
+        super().__init__(state, **{**state.architecture, **params})  # the switches start as the model is
+
+    @param.depends(*SWITCHES, watch=True, on_init=True)
+    def _rebuild(self) -> None:
+        """A switch re-creates the lesson model: the state loads it from its `architecture`."""
+        self.state.architecture = {name: getattr(self, name) for name in SWITCHES}
+
+    def comparison(self) -> tuple[PromptTokens, slm.Trace, int] | None:
+        """The prompt with one token replaced (compare_position gets compare_token) and its forward pass, for
+        the causal-mask check; None when the prompt has no such position or the word is not in the vocabulary."""
+        state = self.state
+        ids = list(state.tokens.ids)
+        position, token = self.compare_position, state.tokenizer.lookup(self.compare_token)
+        if token is None or position >= len(ids):
+            return None
+        ids[position] = token
+        labels = list(state.tokens.labels)
+        labels[position] = self.compare_token
+        changed = state.tokens._replace(ids=ids, labels=labels)
+        return changed, state.model.forward(np.asarray(ids)), position
 
 
 def table_html(heading: str, rows: list[str], columns: list[str], values: np.ndarray,
@@ -162,28 +210,30 @@ def _named(label: str, buttons: pn.widgets.RadioButtonGroup) -> pn.Column:
 
 
 class LessonView(View):
-    def __init__(self, state: PlaygroundState) -> None:
-        self.state = state
-        p = state.param
+    def __init__(self, settings: LessonSettings) -> None:
+        self.settings = settings
+        self.state = state = settings.state
+        p, own = state.param, settings.param
         self.toggles = wrap_row(
-            _named("norm placement", pn.widgets.RadioButtonGroup.from_param(p.norm_placement, width=110)),
-            _named("norm", pn.widgets.RadioButtonGroup.from_param(p.norm, width=110)),
-            pn.widgets.Select.from_param(p.positions, label="positions", width=120),
-            pn.widgets.Select.from_param(p.n_heads, label="heads", width=70),
-            pn.widgets.Select.from_param(p.n_kv_heads, label="kv heads (GQA)", width=110),
+            _named("norm placement", pn.widgets.RadioButtonGroup.from_param(own.norm_placement, width=110)),
+            _named("norm", pn.widgets.RadioButtonGroup.from_param(own.norm, width=110)),
+            pn.widgets.Select.from_param(own.positions, label="positions", width=120),
+            pn.widgets.Select.from_param(own.n_heads, label="heads", width=70),
+            pn.widgets.Select.from_param(own.n_kv_heads, label="kv heads (GQA)", width=110),
             _named("FFN activation", pn.widgets.RadioButtonGroup.from_param(
-                p.activation, width=170, options={"ReLU": "relu", "GELU": "gelu", "SwiGLU": "swiglu"})),
-            labelled_checkbox(state, "causal", "causal mask", margin=(10, 10, 14, 10)),
+                own.activation, width=170, options={"ReLU": "relu", "GELU": "gelu", "SwiGLU": "swiglu"})),
+            labelled_checkbox(settings, "causal", "causal mask", margin=(10, 10, 14, 10)),
         )
         self.toggle_labels = caption("Architecture (re-creates the lesson model from the same seed): norm before "
                                      "or after each sublayer · layer norm or RMS norm · how positions enter · "
                                      "heads · key/value heads shared by groups of query heads (GQA) · the "
                                      "feed-forward activation (ReLU, GELU, or SwiGLU with its extra gate).")
-        self.compare = labelled_checkbox(state, "compare", "change one token and compare", margin=(10, 10, 14, 10))
-        self.compare_position = pn.widgets.IntInput.from_param(p.compare_position, label="position", width=90)
+        self.compare = labelled_checkbox(settings, "compare", "change one token and compare",
+                                         margin=(10, 10, 14, 10))
+        self.compare_position = pn.widgets.IntInput.from_param(own.compare_position, label="position", width=90)
         self.compare_token = pn.widgets.Select(label="new token", options=list(slm.LESSON_VOCAB), width=110,
-                                               value=state.compare_token)
-        self.compare_token.param.watch(lambda e: setattr(state, "compare_token", e.new), "value")
+                                               value=settings.compare_token)
+        self.compare_token.param.watch(lambda e: setattr(settings, "compare_token", e.new), "value")
         self.compare_note = pn.pane.HTML("", margin=(0, 10))
         self.ablate = pn.widgets.Select(label="Remove a head (ablation)", options=["none"], value="none", width=200)
         self.ablate.param.watch(lambda e: setattr(state, "ablate", e.new), "value")
@@ -215,8 +265,8 @@ class LessonView(View):
                     "selected position."),
             self.ablate, self.ablation,
         )
-        pn.bind(self.when_shown(self.update), p.trace, p.position, p.compare, p.compare_position, p.compare_token,
-                p.ablate, watch=True)
+        pn.bind(self.when_shown(self.update), p.trace, p.position, own.compare, own.compare_position,
+                own.compare_token, p.ablate, watch=True)
         self.update()
         self.panel = pn.Column(
             title("Lesson mode: every number of one block"),
@@ -236,14 +286,15 @@ class LessonView(View):
         self.ablate.options = state.head_names(state.model)
         self.ablate.value = state.ablate
         other, note = None, ""
-        if state.compare:
-            result = state.comparison()
+        if self.settings.compare:
+            result = self.settings.comparison()
             if result is None:
                 note = ("<div class='pg-note'>The prompt needs at least two tokens after &lt;start&gt; to change one "
                         "(type a longer prompt, or choose a smaller position).</div>")
             else:
                 changed_tokens, other, position = result
-                note = self._causal_note(state, other, position, changed_tokens.labels[position])
+                note = self._causal_note(state, other, position, changed_tokens.labels[position],
+                                         self.settings.causal)
         self.compare_note.object = note
         tables = lesson_tables(state.trace, state.tokens.labels, other, state.model)
         self.heads_note.object = heads_note(state.model.cfg)
@@ -254,12 +305,12 @@ class LessonView(View):
         self.ablation.object = self._ablation_table(state)
 
     @staticmethod
-    def _causal_note(state: PlaygroundState, other: slm.Trace, position: int, new_label: str) -> str:
+    def _causal_note(state: PlaygroundState, other: slm.Trace, position: int, new_label: str, causal: bool) -> str:
         old_label = state.tokens.labels[position]
         earlier = analysis.changed_rows(state.trace.layers[-1].y[:position], other.layers[-1].y[:position])
         swap = f"Position {position}: “{esc(old_label)}” → “{esc(new_label)}”. "
         if not earlier.any():
-            why = ("the causal mask keeps them blind to it." if state.causal else
+            why = ("the causal mask keeps them blind to it." if causal else
                    "(the swap happened not to reach them).")
             return (f"<div class='pg-calm'>{swap}Every row before position {position} is bit-identical in every "
                     f"table: {why}</div>")

@@ -121,7 +121,7 @@ class ModelsView(View):
 def _peek(name: str, state: PlaygroundState) -> slm.Model:
     from ..models import load_model
 
-    return load_model(name, **state.lesson_options())
+    return load_model(name, **state.architecture)
 
 
 def _filename(name: str) -> str:

@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 import panel as pn
+import param
 from bokeh.events import Tap
 from bokeh.models import ColorBar, ColumnDataSource, HoverTool, LinearColorMapper, Range1d
 from bokeh.palettes import RdBu11
@@ -25,7 +26,7 @@ from bokeh.palettes import RdBu11
 from slm.interventions import Site
 
 from .. import analysis, circuits
-from ..state import PlaygroundState
+from ..state import ViewSettings
 from .common import View, caption, chart_box, esc, fit_box, label_axis, patches_bokeh, small_figure, title, wrap_row
 
 PALETTE = RdBu11[::-1]  # blue = towards the other run's answer, red = away from it; colour-blind safe pair
@@ -33,11 +34,39 @@ HOVER = [("patch", "@what"), ("metric", "@metric{0.000}"), ("moved", "@moved_tex
 FIRST = 0.3  # seconds of patching before the view first draws
 STEP = 0.15  # seconds of patching between the page's other events: a click waits at most about this
 REDRAW = 1.0  # seconds between drawings of a grid that is filling in
+# The example per model: the prompt, the one-token change, the two tokens of the metric.
+PATCH_EXAMPLES = {
+    "shipped": dict(prompt="the cat near the dogs", patch_position=2, patch_token="cats", good_token="was",
+                    bad_token="were"),
+    "lesson": dict(prompt="the cat was", patch_position=2, patch_token="dog", good_token="tired", bad_token="lay"),
+}
+
+
+class PatchingSettings(ViewSettings):
+    """The experiment: the prompt is the clean run; the corrupted one has patch_token at patch_position."""
+
+    URL = {"patch_position": "patch_pos", "patch_token": "patch_token", "good_token": "good", "bad_token": "bad",
+           "patch_from": "patch_from"}
+
+    patch_position = param.Integer(default=2, bounds=(1, None), doc="The position whose token changes")
+    patch_token = param.String(default="cats", doc="The token the corrupted prompt has there")
+    good_token = param.String(default="was", doc="Metric: logit(good) - logit(bad) at the last position")
+    bad_token = param.String(default="were")
+    patch_from = param.Selector(default="clean", objects=["clean", "corrupted"],
+                                doc="clean: clean activations into the corrupted run (recovery); or the other way")
+
+    def load_example(self) -> None:
+        """The example for the model shown (the trained or the lesson one)."""
+        example = PATCH_EXAMPLES["shipped" if self.state.model_name == "shipped" else "lesson"]
+        with param.parameterized.batch_call_watchers(self):
+            self.param.update(**{k: v for k, v in example.items() if k != "prompt"})
+            self.state.prompt = example["prompt"]
 
 
 class PatchingView(View):
-    def __init__(self, state: PlaygroundState) -> None:
-        self.state = state
+    def __init__(self, settings: PatchingSettings) -> None:
+        self.settings = settings
+        self.state = state = settings.state
         self.run: circuits.PatchRun | None = None
         self.site: Site | None = None
         self.mapper = LinearColorMapper(palette=PALETTE, low=-1.0, high=1.0, nan_color="#eeeeee")
@@ -48,17 +77,18 @@ class PatchingView(View):
         self.boxes = {fig: chart_box(fig, 420) for fig in (self.resid_fig, self.head_fig)}
         self.head_fig.add_layout(ColorBar(color_mapper=self.mapper, width=10, title="moved",
                                           title_text_font_size="11px", major_label_text_font_size="10px"), "right")
-        # the experiment's settings: live in the state (a link restores them)
-        self.position = pn.widgets.IntInput.from_param(state.param.patch_position, name="Change position", width=130)
-        self.token = pn.widgets.TextInput.from_param(state.param.patch_token, name="to the token", width=130)
-        self.good = pn.widgets.TextInput.from_param(state.param.good_token, name="Metric: logit of", width=130)
-        self.bad = pn.widgets.TextInput.from_param(state.param.bad_token, name="minus logit of", width=130)
+        # the experiment's settings: live in the view's settings (a link restores them)
+        own = settings.param
+        self.position = pn.widgets.IntInput.from_param(own.patch_position, name="Change position", width=130)
+        self.token = pn.widgets.TextInput.from_param(own.patch_token, name="to the token", width=130)
+        self.good = pn.widgets.TextInput.from_param(own.good_token, name="Metric: logit of", width=130)
+        self.bad = pn.widgets.TextInput.from_param(own.bad_token, name="minus logit of", width=130)
         self.direction = pn.widgets.Select.from_param(
-            state.param.patch_from, name="Patch", width=250,
+            own.patch_from, name="Patch", width=250,
             options={"clean → corrupted run (recovery)": "clean", "corrupted → clean run (damage)": "corrupted"})
         self.example = pn.widgets.Button(label="Load the example", color="primary", variant="outline",
                                          margin=(26, 5, 5, 5), width=150)
-        self.example.on_click(lambda _: state.load_patch_example())
+        self.example.on_click(lambda _: settings.load_example())
         self.summary = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width")
         self.detail = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width")
         self.show_button = pn.widgets.Button(label="Show this patched run in the other views", visible=False,
@@ -70,8 +100,8 @@ class PatchingView(View):
         self.running = False
         self.loops = 0  # how many filling loops were started: only the last one runs
         self.task: asyncio.Future | None = None
-        pn.bind(self.when_shown(self.update), state.param.trace, state.param.patch_position, state.param.patch_token,
-                state.param.good_token, state.param.bad_token, state.param.patch_from, watch=True)
+        pn.bind(self.when_shown(self.update), state.param.trace, own.patch_position, own.patch_token, own.good_token,
+                own.bad_token, own.patch_from, watch=True)
         self.update()
         self.panel = pn.Column(
             title("Patching: where does one token's difference travel?"),
@@ -107,15 +137,14 @@ class PatchingView(View):
     def update(self, *_: object) -> None:
         """Re-run the experiment (while the view is shown, as every view: the other tabs do not wait for its
         forward passes)."""
-        state = self.state
+        state, own = self.state, self.settings
         if state.run_note:  # the views show a patched run already: keep the experiment as it was
             return
         self.site = None
         self.running = False  # a grid still filling in for the old settings stops at its next step
         self.run = run = circuits.patch_run(
-            state.model, state.tokenizer, state.tokens.ids, state.tokens.labels, state.patch_position,
-            state.patch_token.strip(), state.good_token.strip(), state.bad_token.strip(), state.patch_from,
-            state.trace)
+            state.model, state.tokenizer, state.tokens.ids, state.tokens.labels, own.patch_position,
+            own.patch_token.strip(), own.good_token.strip(), own.bad_token.strip(), own.patch_from, state.trace)
         if run.error:
             self.summary.object = (f"<div class='pg-note'>{esc(run.error)} Change the settings above, or press "
                                    "<i>Load the example</i>.</div>")

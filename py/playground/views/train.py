@@ -16,15 +16,16 @@ from typing import Any
 
 import numpy as np
 import panel as pn
+import param
 from bokeh.events import Tap
 from bokeh.models import ColumnDataSource, HoverTool, LinearColorMapper, Range1d, Span
 
 from slm.train.lab import ROLE_NAMES, Lab
-from slm.train.tasks import LIMITS, MAX_TEXT_BYTES, PRESETS, decode_text
+from slm.train.tasks import LIMITS, MAX_TEXT_BYTES, PRESETS, QUERY_KEYS, TASKS, decode_text
 
 from .. import library
 from ..models import START
-from ..state import TRAIN_SETTINGS, PlaygroundState
+from ..state import PlaygroundState, ViewSettings
 from .common import (
     NEGATIVE,
     POSITIVE,
@@ -59,9 +60,55 @@ TASK_NOTES = {
 HEAD_COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#999999")
 
 
+def _setting(field: str) -> param.Parameter:
+    """A run's setting (slm.train.tasks.Settings): the repeat preset's value, within the lab's limits."""
+    limit, default = LIMITS[field], getattr(PRESETS["repeat"], field)
+    if isinstance(default, float):
+        return param.Number(default=default, bounds=(limit.low, limit.high), doc=limit.what)
+    return param.Integer(default=default, bounds=(int(limit.low), int(limit.high)), doc=limit.what)
+
+
+class TrainSettings(ViewSettings):
+    """The training lab's task, the settings of its run (named as slm.train.tasks.Settings' fields, under its
+    URL keys train_layers, ...), and whether a run starts by itself once the page is ready."""
+
+    URL = {"task": "task", "autostart": "autostart", **QUERY_KEYS}
+
+    task = param.Selector(default="repeat", objects=list(TASKS), doc="What the model learns")
+    autostart = param.Boolean(default=False, doc="Start training once the page is ready")
+    layers = _setting("layers")
+    heads = _setting("heads")
+    d_model = _setting("d_model")
+    ctx = _setting("ctx")
+    steps = _setting("steps")
+    batch = _setting("batch")
+    lr = _setting("lr")
+    seed = _setting("seed")
+
+    def __init__(self, state: PlaygroundState, **params: Any) -> None:
+        self._task_before = "repeat"  # the task whose preset the settings' defaults are
+        super().__init__(state, **params)
+
+    @param.depends("task", watch=True)
+    def _preset(self) -> None:
+        """Another task brings its preset, except for the settings the learner (or the link) changed."""
+        old, new = PRESETS[self._task_before], PRESETS[self.task]
+        self._task_before = self.task
+        self.param.update(**{field: getattr(new, field) for field in QUERY_KEYS
+                             if getattr(self, field) == getattr(old, field)})
+
+    def use_preset(self) -> None:
+        self.param.update(**PRESETS[self.task].to_dict())
+
+    def run_settings(self) -> dict[str, Any]:
+        """What Lab takes: {Settings field: value}."""
+        return {field: getattr(self, field) for field in QUERY_KEYS}
+
+
 class TrainView(View):
-    def __init__(self, state: PlaygroundState) -> None:
-        self.state = state
+    def __init__(self, settings: TrainSettings) -> None:
+        self.settings = settings
+        self.state = settings.state
         self.run: Lab | None = None
         self.task: asyncio.Future | None = None
         self.running = False
@@ -96,18 +143,18 @@ class TrainView(View):
     # ---- controls ----
 
     def _build_controls(self) -> None:
-        state = self.state
-        self.task_select = pn.widgets.Select.from_param(state.param.train_task, label="Task", width=240,
+        settings = self.settings
+        self.task_select = pn.widgets.Select.from_param(settings.param.task, label="Task", width=240,
                                                         description=None, options={v: k for k, v in
                                                                                    TASK_LABELS.items()})
         self.task_select.param.watch(self._on_task, "value")
         inputs = []
-        for name, field in TRAIN_SETTINGS.items():
+        for field in QUERY_KEYS:
             limit = LIMITS[field]
             widget = pn.widgets.FloatInput if field == "lr" else pn.widgets.IntInput
             label = {"d_model": "d_model", "ctx": "context", "lr": "learning rate"}.get(field, field)
             extra = {"step": 1e-4, "format": "0.0000"} if field == "lr" else {}
-            inputs.append(widget.from_param(state.param[name], label=label, width=110, description=None,
+            inputs.append(widget.from_param(settings.param[field], label=label, width=110, description=None,
                                             start=limit.low, end=limit.high, **extra))
         self.preset = pn.widgets.Button(label="Use the task's preset", variant="outline", color="primary",
                                         width=200, align="end", css_classes=["pg-press"])
@@ -141,16 +188,15 @@ class TrainView(View):
                                    sizing_mode="stretch_width")
 
     def _on_task(self, event: Any) -> None:
-        self._show_settings()  # the state has brought the task's preset (PlaygroundState._train_preset)
+        self._show_settings()  # the settings have brought the task's preset (TrainSettings._preset)
 
     def _apply_preset(self) -> None:
-        preset = PRESETS[self.state.train_task]
-        self.state.param.update(**{name: getattr(preset, field) for name, field in TRAIN_SETTINGS.items()})
+        self.settings.use_preset()
         self._show_settings()
 
     def _show_settings(self) -> None:
-        self.task_note.object = f"<p class='pg-caption'>{TASK_NOTES[self.state.train_task]}</p>"
-        self.text_box.visible = self.state.train_task == "text"
+        self.task_note.object = f"<p class='pg-caption'>{TASK_NOTES[self.settings.task]}</p>"
+        self.text_box.visible = self.settings.task == "text"
 
     def _on_text_file(self, event: Any) -> None:
         data = event.new
@@ -176,13 +222,13 @@ class TrainView(View):
 
     async def start(self) -> None:
         """A new run with the current settings (the old one is dropped), then train until done or paused."""
-        state = self.state
+        settings = self.settings
         self.running = False
         await asyncio.sleep(0)
         # value_input follows every key press; value only a change (leaving the box), which a quick Start precedes
-        text = (self.text_input.value_input or self.text_input.value) if state.train_task == "text" else None
+        text = (self.text_input.value_input or self.text_input.value) if settings.task == "text" else None
         try:
-            self.run = Lab(state.train_task, state.train_settings(), text=text)
+            self.run = Lab(settings.task, settings.run_settings(), text=text)
         except ValueError as exc:
             self._say(f"Not started: {exc}")
             return
