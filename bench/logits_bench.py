@@ -6,7 +6,7 @@ Shape of the 15M-parameter TinyStories Llama (issue 33): d = 288, 6 layers, 6 he
 context 256, RMSNorm, SwiGLU, RoPE, untied unembedding; seeded random float32 weights (time does not depend on
 the values). Times, interleaved round by round in one process (medians): the old package (--old-rev, imported as
 slm_old as in patching_bench.py) and this one with every row's logits, and this one with
-`forward(tokens, logit_positions=-1)`, as generation and the app's views ask for them.
+`forward(tokens, output_positions=-1)`, as generation and the app's views ask for them.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def main() -> None:
         runs = {
             f"{args.old_rev}, all 32 rows": lambda: old_model.forward(tokens),
             "now, all 32 rows": lambda: model.forward(tokens),
-            "now, logit_positions=-1": lambda: model.forward(tokens, logit_positions=-1),
+            "now, output_positions=-1": lambda: model.forward(tokens, output_positions=-1),
         }
         last = [run().logits[..., -1, :] for run in runs.values()]
         assert all(np.allclose(last[0], other, atol=1e-4) for other in last[1:])

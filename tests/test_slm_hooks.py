@@ -13,7 +13,7 @@ import slm
 from slm import interventions as iv
 from slm import layers
 from slm.hooks import HookRun
-from slm.model import _legacy_hooks
+from slm.model import _Span
 
 BASE = dict(n_vocab=20, n_ctx=16, n_model=16, n_heads=4, n_layers=2, d_ff=32)
 SWITCHES = {
@@ -182,14 +182,18 @@ def test_decompose_resid_and_accumulated_resid():
         cache.decompose_resid()
 
 
-def test_legacy_forward_hooks_are_the_named_points():
+def test_forward_runs_the_hooks_of_run_with_hooks():
     model = _model({})
-    zero = {"blocks.1.head_out": lambda out: out * 0}
-    np.testing.assert_array_equal(
-        model.forward(IDS, hooks=zero).logits,
-        model.run_with_hooks(IDS, fwd_hooks=[("blocks.1.attn.hook_result", lambda v, h: v * 0)]))
-    with pytest.raises(ValueError, match="unknown hook point"):
-        model.forward(IDS, hooks={"blocks.0.attn.hook_q": lambda v: v})
+    zero = [("blocks.1.attn.hook_result", lambda v, h: v * 0)]
+    zeroed = model.forward(IDS, fwd_hooks=zero)
+    np.testing.assert_array_equal(zeroed.logits, model.run_with_hooks(IDS, fwd_hooks=zero))
+    assert not np.allclose(zeroed.logits, model.forward(IDS).logits)
+    assert not zeroed.layers[1].head_out.any()  # the trace keeps the value the pass went on with
+    seen = []
+    model.forward(IDS[0], fwd_hooks=[("blocks.1.attn.hook_result", lambda v, h: seen.append(v.shape))])
+    assert seen == [(8, 4, 16)]  # (pos, head, d) as in TransformerLens, without a batch axis for (T,) tokens
+    with pytest.raises(ValueError, match="no hook point named"):  # the names before TransformerLens's are gone
+        model.forward(IDS, fwd_hooks=[("blocks.0.x", lambda v, h: None)])
 
 
 # ---- interventions on the shipped model (float64) ----
@@ -230,10 +234,24 @@ def test_zero_ablation_through_hook_result_is_editing_the_weights(shipped):
 
 # The Patching grid as slm.interventions computed it before the hooks (commit cb7fe95), copied as the reference.
 # Its private calls into the model go through _old_block / _old_feed_forward, which give the new pass the old
-# hooks; everything else is the old code.
+# hooks (translated by _named_hooks); everything else is the old code.
+
+def _named_hooks(hooks):
+    """The old {"blocks.{i}.x" | "blocks.{i}.head_out": fn(value)} as fwd_hooks: x is hook_resid_pre, head_out is
+    hook_result in the (H, T, d) layout of LayerTrace.head_out (TransformerLens's is (T, H, d))."""
+    pairs = []
+    for point, fn in hooks.items():
+        _, i, what = point.split(".")
+        if what == "x":
+            pairs.append((f"blocks.{i}.hook_resid_pre", lambda value, hook, fn=fn: fn(value)))
+        else:
+            pairs.append((f"blocks.{i}.attn.hook_result",
+                          lambda value, hook, fn=fn: np.swapaxes(fn(np.swapaxes(value, -3, -2)), -3, -2)))
+    return pairs
+
 
 def _old_block(model, i, x, positions, mask, hooks):
-    return model._block(i, x, positions, mask, None, HookRun(_legacy_hooks(hooks)))
+    return model._block(i, x, _Span(positions, mask, None), HookRun(_named_hooks(hooks)))
 
 
 def _old_feed_forward(model, i, x):

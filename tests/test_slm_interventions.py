@@ -129,8 +129,8 @@ def test_patching_facts():
     np.testing.assert_allclose(rec, (result.residual - result.target) / (source - result.target))
     assert rec[0, 0] == 0.0
     # patching the changed tokens' rows entering block 0 is running the clean prompt
-    both = {"blocks.0.x": lambda x: np.where(np.isin(np.arange(8), [2, 6])[:, None], clean.x, x)}
-    np.testing.assert_allclose(model.forward(CORRUPT, hooks=both).logits, clean.logits, atol=1e-10)
+    both = [("blocks.0.hook_resid_pre", lambda x, hook: np.where(np.isin(np.arange(8), [2, 6])[:, None], clean.x, x))]
+    np.testing.assert_allclose(model.forward(CORRUPT, fwd_hooks=both).logits, clean.logits, atol=1e-10)
     # a batched patched run equals single runs, patch by patch
     sites = [iv.Site("resid", 1, 4), iv.Site("head", 2, 3)]
     batched = iv.run_patched(model, CORRUPT, clean, sites)
@@ -152,13 +152,14 @@ def test_bad_arguments_are_clear_errors():
     with pytest.raises(ValueError, match="position"):
         iv.activation_patching(model, CORRUPT, CLEAN, 8, GOOD, BAD)
     with pytest.raises(ValueError, match="shape"):
-        model.forward(CLEAN, hooks={"blocks.0.x": lambda x: x[:-1]})
+        model.forward(CLEAN, fwd_hooks=[("blocks.0.hook_resid_pre", lambda x, hook: x[:-1])])
 
 
 def test_hooks_that_return_their_input_change_nothing():
     model = _model()
-    same = {f"blocks.{i}.{point}": (lambda v: v) for i in range(3) for point in ("x", "head_out")}
-    np.testing.assert_array_equal(model.forward(CLEAN, hooks=same).logits, model.forward(CLEAN).logits)
+    points = ("hook_resid_pre", "attn.hook_result")
+    same = [(f"blocks.{i}.{point}", lambda v, hook: v) for i in range(3) for point in points]
+    np.testing.assert_array_equal(model.forward(CLEAN, fwd_hooks=same).logits, model.forward(CLEAN).logits)
 
 
 # ---- the checks above reject wrong implementations ----
@@ -168,8 +169,8 @@ def test_the_checks_reject_a_wrong_ablation(monkeypatch):
         return iv.run_ablated(model, tokens, [(layer, (head + 1) % 4) for layer, head in heads], how, means)
 
     def zeroes_the_attention_sublayer(model, tokens, heads, how="zero", means=None):
-        hooks = {f"blocks.{layer}.head_out": (lambda out: out * 0) for layer, _ in heads}
-        return model.forward(tokens, hooks=hooks)
+        hooks = [(f"blocks.{layer}.attn.hook_result", lambda out, hook: out * 0) for layer, _ in heads]
+        return model.forward(tokens, fwd_hooks=hooks)
 
     for wrong in (ablates_the_next_head, zeroes_the_attention_sublayer):
         with pytest.raises(AssertionError):

@@ -297,38 +297,41 @@ def test_batch_without_lengths_equals_each_row():
 
 
 @pytest.mark.parametrize("kw", SPEC_CASES, ids=[str(i) for i in range(len(SPEC_CASES))])
-def test_logit_positions_are_those_rows_of_the_full_logits(kw):
+def test_output_positions_are_those_rows_of_the_full_logits(kw):
     model = _model(**kw)
     tokens = np.array([[3, 1, 4, 1, 5, 9, 2, 6], [2, 7, 1, 8, 2, 8, 1, 8]])
     full = model.forward(tokens, lengths=[8, 5])
-    part = model.forward(tokens, lengths=[8, 5], logit_positions=[-1, 2, 4])
+    part = model.forward(tokens, lengths=[8, 5], output_positions=[-1, 2, 4])
     assert part.logits.shape == (2, 3, 19)
-    np.testing.assert_array_equal(part.logit_positions, [7, 2, 4])
+    np.testing.assert_array_equal(part.output_positions, [7, 2, 4])
     np.testing.assert_allclose(part.logits, full.logits[:, [7, 2, 4]], rtol=0, atol=1e-12)
     np.testing.assert_allclose(part.probs, full.probs[:, [7, 2, 4]], rtol=0, atol=1e-12)
     # everything before the unembedding is the full trace's, at every row
     np.testing.assert_array_equal(part.final, full.final)
     np.testing.assert_array_equal(part.layers[-1].attention, full.layers[-1].attention)
     assert part.logit_row(4) == 2 and part.logit_row(-1) == 0 and full.logit_row(-1) == 7
-    with pytest.raises(KeyError, match="logit_positions"):
+    # the same argument as run_with_hooks's, with the same output
+    np.testing.assert_allclose(model.run_with_hooks(tokens, lengths=[8, 5], output_positions=[-1, 2, 4]), part.logits,
+                               rtol=0, atol=1e-12)
+    with pytest.raises(KeyError, match="output_positions"):
         part.logit_row(3)
-    one = model.forward(tokens[0], logit_positions=5)
+    one = model.forward(tokens[0], output_positions=5)
     np.testing.assert_allclose(one.logits, full.logits[0, [5]], rtol=0, atol=1e-12)
 
 
-def test_logit_positions_with_a_cache_count_the_rows_run_now():
+def test_output_positions_with_a_cache_count_the_rows_run_now():
     model = _model(positions="rope")
     cache = slm.KVCache(model.cfg.n_layers)
-    model.forward(np.array([1, 2, 3]), cache=cache, logit_positions=-1)
-    part = model.forward(np.array([4, 5]), cache=cache, logit_positions=0)
+    model.forward(np.array([1, 2, 3]), cache=cache, output_positions=-1)
+    part = model.forward(np.array([4, 5]), cache=cache, output_positions=0)
     full = model.forward(np.array([1, 2, 3, 4, 5]))
     np.testing.assert_allclose(part.logits, full.logits[[3]], rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("bad", [[], [8], [-9], [[1]], 1.5])
-def test_bad_logit_positions_are_value_errors(bad):
-    with pytest.raises(ValueError, match="logit_positions"):
-        _model().forward(np.arange(8), logit_positions=bad)
+def test_bad_output_positions_are_value_errors(bad):
+    with pytest.raises(ValueError, match="output_positions"):
+        _model().forward(np.arange(8), output_positions=bad)
 
 
 def test_generation_unembeds_only_the_last_row():

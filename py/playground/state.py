@@ -167,7 +167,7 @@ class PlaygroundState(Linked):
     def _run(self) -> None:
         """The one forward pass per change."""
         tokens = encode_prompt(self.tokenizer, self.prompt, self.model.cfg.n_ctx)
-        trace = self.model.forward(np.asarray(tokens.ids), logit_positions=self._logit_rows(len(tokens.ids)))
+        trace = self.model.forward(np.asarray(tokens.ids), output_positions=self._logit_rows(len(tokens.ids)))
         self.param.update(tokens=tokens, trace=trace, generated=[], run_note="")
 
     def _logit_rows(self, n: int) -> list[int] | None:
@@ -180,8 +180,8 @@ class PlaygroundState(Linked):
     def _ensure_logits(self) -> None:
         """A large-vocabulary run has logits at some rows only: selecting another position runs it again."""
         trace = self.trace
-        if (trace is not None and trace.logit_positions is not None and not self.run_note
-                and self.selected_position not in trace.logit_positions.tolist()):
+        if (trace is not None and trace.output_positions is not None and not self.run_note
+                and self.selected_position not in trace.output_positions.tolist()):
             self._run()
 
     def show_run(self, tokens: PromptTokens, trace: slm.Trace, note: str) -> None:

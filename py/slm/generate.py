@@ -85,7 +85,7 @@ def generate(
     # Only the last row's logits are read: the unembedding of every prompt row (d x V each) is skipped.
     use_cache = use_cache and model.cfg.causal
     cache = KVCache(model.cfg.n_layers) if use_cache else None
-    logits = model.forward(sequence[-n_ctx:], cache=cache, logit_positions=-1).logits[-1]
+    logits = model.forward(sequence[-n_ctx:], cache=cache, output_positions=-1).logits[-1]
     for step in range(max_new_tokens):
         probs = softmax(logits.astype(np.float64))
         dist = sampling_distribution(logits, temperature, top_k, top_p)
@@ -96,7 +96,7 @@ def generate(
             return  # no forward pass for a token that will not be asked for
         sequence.append(token)
         if cache is not None and cache.length < n_ctx:
-            logits = model.forward([token], cache=cache, logit_positions=-1).logits[-1]
+            logits = model.forward([token], cache=cache, output_positions=-1).logits[-1]
         else:
             cache = KVCache(model.cfg.n_layers) if use_cache else None
-            logits = model.forward(sequence[-n_ctx:], cache=cache, logit_positions=-1).logits[-1]
+            logits = model.forward(sequence[-n_ctx:], cache=cache, output_positions=-1).logits[-1]

@@ -31,7 +31,7 @@ ABLATIONS = ("zero", "mean")
 
 def logit_diff(trace: Trace | np.ndarray, position: int, good: int, bad: int) -> np.ndarray | float:
     """logit(good) − logit(bad) at `position` of a Trace or of logits (a float for one sequence, (B,) for a batch)."""
-    # A trace may hold a few rows (logit_positions): logit_row finds the one asked for.
+    # A trace may hold a few rows (output_positions): logit_row finds the one asked for.
     logits = trace.logits[..., trace.logit_row(position), :] if isinstance(trace, Trace) else trace[..., position, :]
     diff = logits[..., good] - logits[..., bad]
     return float(diff) if np.ndim(diff) == 0 else diff

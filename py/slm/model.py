@@ -10,9 +10,8 @@ from __future__ import annotations
 import io
 import json
 import os
-import re
 import zipfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -57,23 +56,23 @@ class Trace:
     x: np.ndarray  # (T, d) rows entering block 0
     layers: list[LayerTrace]
     final: np.ndarray  # (T, d) what the unembedding reads
-    logits: np.ndarray  # (T, V), or (P, V) at logit_positions
-    probs: np.ndarray  # (T, V), or (P, V) at logit_positions
+    logits: np.ndarray  # (T, V), or (P, V) at output_positions
+    probs: np.ndarray  # (T, V), or (P, V) at output_positions
     positions: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))  # (T,) absolute positions
     lengths: np.ndarray | None = None  # (B,) when batched with padding
-    logit_positions: np.ndarray | None = None  # (P,) the rows (0..T-1) logits and probs hold; None = every row
+    output_positions: np.ndarray | None = None  # (P,) the rows (0..T-1) logits and probs hold; None = every row
 
     def logit_row(self, position: int) -> int:
         """The index into logits / probs of row `position` of the tokens (negative counts from the end)."""
         n = self.final.shape[-2]
         if not -n <= position < n:
             raise IndexError(f"position {position} is outside the {n} rows run")
-        if self.logit_positions is None:
+        if self.output_positions is None:
             return position % n
-        hits = np.flatnonzero(self.logit_positions == position % n)
+        hits = np.flatnonzero(self.output_positions == position % n)
         if not hits.size:
             raise KeyError(f"no logits at position {position}: forward computed them at "
-                           f"{self.logit_positions.tolist()} only (logit_positions)")
+                           f"{self.output_positions.tolist()} only (output_positions)")
         return int(hits[0])
 
     @property
@@ -82,29 +81,7 @@ class Trace:
         return np.stack([layer.attention for layer in self.layers], axis=-4)
 
 
-Hooks = Mapping[str, Callable[[np.ndarray], np.ndarray]]  # forward(hooks=...): the two older hook points
 FwdHooks = Sequence[tuple["str | Callable[[str], bool]", HookFn]]
-_LEGACY_POINT = re.compile(r"blocks\.(\d+)\.(x|head_out)")
-
-
-def _legacy_hooks(hooks: Hooks) -> list[tuple[str, HookFn]]:
-    """forward(hooks=...) as it was before the TransformerLens names: "blocks.{i}.x" is hook_resid_pre and
-    "blocks.{i}.head_out" is hook_result in the (H, T, d) layout of LayerTrace.head_out; fn(value) -> value."""
-    pairs: list[tuple[str, HookFn]] = []
-    for point, fn in hooks.items():
-        match = _LEGACY_POINT.fullmatch(point)
-        if match is None:
-            raise ValueError(f"unknown hook point {point!r}: forward(hooks=...) knows blocks.{{i}}.x and "
-                             "blocks.{i}.head_out; every other point is in fwd_hooks (see Model.hook_names())")
-        i, what = match.groups()
-        if what == "x":
-            pairs.append((f"blocks.{i}.hook_resid_pre", lambda value, hook, fn=fn: fn(value)))
-        else:
-            pairs.append((f"blocks.{i}.attn.hook_result",
-                          lambda value, hook, fn=fn: np.swapaxes(np.asarray(fn(np.swapaxes(value, -3, -2))), -3, -2)))
-    return pairs
-
-
 _IDLE = HookRun()  # the hooks of a block nothing reads: stateless, so one serves every pass
 _NORM_HOOKS = {"norm1": "ln1", "norm2": "ln2", "norm_f": "ln_final"}  # slm's parameter names, TL's hook names
 
@@ -118,16 +95,12 @@ def _row_index(rows: np.ndarray | None) -> np.ndarray | slice | None:
     return slice(row, row + 1)
 
 
-class _Pass(NamedTuple):
-    """What one forward pass computed (tok, pos and x are None when it started past the embedding)."""
+class _Span(NamedTuple):
+    """Where the rows of one pass sit: what attention needs besides the rows themselves."""
 
-    tok: np.ndarray | None
-    pos: np.ndarray | None
-    x: np.ndarray | None  # the rows entering the first block run
-    layers: list[LayerTrace]
-    final: np.ndarray | None  # None when it stopped before the final norm
-    out: np.ndarray  # logits, or the residual after the last block run (stop_at_layer)
-    positions: np.ndarray
+    positions: np.ndarray  # (T,) absolute positions of the rows run now (after the cached ones)
+    mask: np.ndarray | None  # (..., T, S) True where a row may attend to a key; None: every key
+    cache: KVCache | None  # the keys and values of earlier positions, extended by this pass
 
 
 class KVCache:
@@ -180,13 +153,14 @@ class Model:
 
     # ---- the forward pass, top to bottom ----
     #
-    # One pass serves everything: forward() wraps it in a Trace, run_with_hooks / run_with_cache return the logits
-    # (and the cache). Every value goes through hooks.point(name, value), named as TransformerLens names it; a
-    # hook that replaces a value changes everything after it.
+    # One pass serves everything. forward() runs the equations of this file's header through every block and keeps
+    # each value in a Trace; run_with_hooks / run_with_cache run the same stages from start_at_layer to
+    # stop_at_layer and return only the output (and the cache). Every value goes through hooks.point(name, value),
+    # named as TransformerLens names it; a hook that replaces a value changes everything after it.
 
     def forward(
-        self, tokens: Any, lengths: Any = None, cache: KVCache | None = None, hooks: Hooks | None = None,
-        fwd_hooks: FwdHooks = (), logit_positions: Any = None,
+        self, tokens: Any, lengths: Any = None, cache: KVCache | None = None, fwd_hooks: FwdHooks = (),
+        output_positions: Any = None,
     ) -> Trace:
         """Run token ids (T,) or (B, T) and record every value in a Trace. With `lengths` (B,), positions at or
         past a row's length are padding: never attended, and every valid row equals the unbatched run of that
@@ -194,25 +168,28 @@ class Model:
         is extended.
 
         `fwd_hooks` are (name or predicate, fn(value, hook)) pairs as in run_with_hooks; their values have no batch
-        axis when the tokens have none. `hooks` is the older form: {"blocks.{i}.x" or "blocks.{i}.head_out":
-        fn(value) -> value}, the rows entering block i (T, d) and each head's write (H, T, d).
+        axis when the tokens have none.
 
-        `logit_positions` (a row or a list of rows of these tokens, negative counting from the end) unembeds
-        only those rows: logits and probs are then (..., P, V), in that order, and trace.logit_row(p) finds a
-        row. Everything else in the Trace is computed at every row as without it. For a large vocabulary the
-        unembedding is most of the pass (d=288, V=32000: ~10x a block's matmuls per row)."""
+        `output_positions` (a row or a list of rows of these tokens, negative counting from the end; the same
+        argument as run_with_hooks's) returns the output at those rows only: logits and probs are then (..., P, V),
+        in that order, and trace.logit_row(p) finds a row. Everything else in the Trace is computed at every row as
+        without it. For a large vocabulary the unembedding is most of the pass (d=288, V=32000: ~10x a block's
+        matmuls per row)."""
         ids, batched = self._check_tokens(tokens, cache)
         if lengths is not None:
             lengths = self._check_lengths(lengths, ids.shape, batched, cache)
-        if logit_positions is not None:
-            logit_positions = self._check_positions(logit_positions, ids.shape[-1], "logit_positions")
-        run = self._hooks([*fwd_hooks, *_legacy_hooks(hooks or {})])
-        done = self._pass(run, ids, None, lengths, cache, None, None, logit_positions=logit_positions)
-        return Trace(
-            tokens=ids, tok=done.tok, pos=done.pos, x=done.x, layers=done.layers, final=done.final,
-            logits=done.out, probs=layers.softmax(done.out), positions=done.positions, lengths=lengths,
-            logit_positions=logit_positions,
-        )
+        rows = self._check_rows(output_positions, ids.shape[-1])
+        hooks, span = self._hooks(fwd_hooks), self._span(ids.shape[-1], lengths, cache)
+
+        tok, pos = self._embed(ids, span.positions, hooks)
+        x, block_traces, y = self._blocks(tok + pos, span, hooks, keep=True)
+        final = self.norm("norm_f", y, hooks) if self.cfg.norm_placement == "pre" else y  # post-norm: y is normed
+        logits = layers.linear(final if rows is None else final[..., _row_index(rows), :], self.unembedding())
+
+        if cache is not None:
+            cache.length += ids.shape[-1]
+        return Trace(tokens=ids, tok=tok, pos=pos, x=x, layers=block_traces, final=final, logits=logits,
+                     probs=layers.softmax(logits), positions=span.positions, lengths=lengths, output_positions=rows)
 
     def run_with_hooks(
         self, input: Any, fwd_hooks: FwdHooks = (), lengths: Any = None, start_at_layer: int | None = None,
@@ -226,9 +203,9 @@ class Model:
         entering block l (B, T, d) instead of the logits (no final norm, no unembedding).
 
         `output_positions` (not in TransformerLens: for metrics that read a few positions) returns the output at
-        those positions only, (B, len, V or d). The last block run then computes keys and values at every
-        position but everything from hook_q on at those positions only, and its hooks see that shorter pos axis
-        (hook.positions says which)."""
+        those positions only, (B, P, V or d) in the order given. With no Trace to fill, the last block run then
+        computes keys and values at every position but everything from hook_q on at those positions only, and its
+        hooks see that shorter pos axis (hook.positions says which)."""
         return self._run(input, self._hooks(fwd_hooks), lengths, start_at_layer, stop_at_layer, output_positions)
 
     def run_with_cache(
@@ -266,33 +243,39 @@ class Model:
             run.check_names(self._known_names)
         return run
 
-    def _run(self, input: Any, run: HookRun, lengths: Any, start_at_layer: int | None, stop_at_layer: int | None,
+    def _run(self, input: Any, hooks: HookRun, lengths: Any, start_at_layer: int | None, stop_at_layer: int | None,
              output_positions: Any = None) -> np.ndarray:
         """run_with_hooks and run_with_cache: always a batch axis, as in TransformerLens."""
         if start_at_layer is None:
             ids, batched = self._check_tokens(input, None)
             ids = ids if batched else ids[None]
-            resid, shape = None, ids.shape
+            shape = ids.shape
         else:
-            ids, resid = None, self._check_resid(input)
-            shape = resid.shape[:2]
+            x = self._check_resid(input)
+            shape = x.shape[:2]
         if lengths is not None:
             lengths = self._check_lengths(lengths, shape, True, None)
-        if output_positions is not None:
-            output_positions = self._check_positions(output_positions, shape[1], "output_positions")
-        return self._pass(run, ids, resid, lengths, None, start_at_layer, stop_at_layer, output_positions,
-                          keep_layers=False).out
+        rows = self._check_rows(output_positions, shape[1])
+        span = self._span(shape[1], lengths, None)
 
-    def _pass(
-        self, hooks: HookRun, ids: np.ndarray | None, resid: np.ndarray | None, lengths: np.ndarray | None,
-        cache: KVCache | None, start_at_layer: int | None, stop_at_layer: int | None,
-        output_positions: np.ndarray | None = None, logit_positions: np.ndarray | None = None,
-        keep_layers: bool = True,  # False: no LayerTrace in the result (run_with_hooks needs only its output)
-    ) -> _Pass:
-        cfg, at = self.cfg, hooks.point
+        if start_at_layer is None:  # else x is the residual stream entering block start_at_layer
+            tok, pos = self._embed(ids, span.positions, hooks)
+            x = tok + pos
+        blocks = range(self.cfg.n_layers)[start_at_layer:stop_at_layer]
+        _, _, y = self._blocks(x, span, hooks, blocks, rows)
+        if rows is not None and not blocks:
+            y = y[..., rows, :]
+        if stop_at_layer is not None:
+            return y
+        final = self.norm("norm_f", y, hooks, rows) if self.cfg.norm_placement == "pre" else y
+        return layers.linear(final, self.unembedding())
+
+    def _span(self, n_new: int, lengths: np.ndarray | None, cache: KVCache | None) -> _Span:
+        """The positions of the n_new rows run now and the keys each may attend: earlier ones (all of them when
+        not causal), never padding."""
+        cfg = self.cfg
         if cache is not None and not cfg.causal:
             raise ValueError("a KVCache needs a causal model: without the mask, cached rows would miss later tokens")
-        n_new = ids.shape[-1] if resid is None else resid.shape[-2]
         start = 0 if cache is None else cache.length
         positions = np.arange(start, start + n_new)
         mask = layers.causal_mask(n_new, start + n_new) if cfg.causal else np.ones((n_new, start + n_new), bool)
@@ -300,44 +283,41 @@ class Model:
             mask = mask & layers.padding_mask(lengths, n_new)[:, None, None, :]
         elif n_new == 1 and cfg.causal:
             mask = None  # one new token sees every cached one: no masking in each generation step
+        return _Span(positions, mask, cache)
 
-        tok = pos = None
-        if resid is None:
-            tok = at("hook_embed", self.params["tok_emb"][ids])
-            pos = self._position_rows(positions, tok)
-            if cfg.positions in ("sinusoidal", "learned"):  # RoPE and "none" add no position rows
-                pos = at("hook_pos_embed", pos.copy())  # a copy: an in-place hook must not write into the table
-            resid = tok + pos
-        x0, layer_traces = None, []
-        blocks = range(cfg.n_layers)[start_at_layer:stop_at_layer]
+    def _embed(self, ids: np.ndarray, positions: np.ndarray, hooks: HookRun) -> tuple[np.ndarray, np.ndarray]:
+        """The two parts of x = tok + pos: token rows and position rows (zeros for RoPE and none)."""
+        tok = hooks.point("hook_embed", self.params["tok_emb"][ids])
+        pos = self._position_rows(positions, tok)
+        if self.cfg.positions in ("sinusoidal", "learned"):  # RoPE and "none" add no position rows
+            pos = hooks.point("hook_pos_embed", pos.copy())  # a copy: an in-place hook must not write into the table
+        return tok, pos
+
+    def _blocks(self, x: np.ndarray, span: _Span, hooks: HookRun, blocks: range | None = None,
+                rows: np.ndarray | None = None, keep: bool = False
+                ) -> tuple[np.ndarray | None, list[LayerTrace], np.ndarray]:
+        """y = Block_i(x) for every block (or `blocks`), in turn. Returns the rows entering the first block (after
+        its hook_resid_pre), each block's LayerTrace if `keep`, and the rows leaving the last. With `rows` the last
+        block computes only those rows after its keys and values; earlier ones run every row, which later keys
+        read."""
+        blocks = range(self.cfg.n_layers) if blocks is None else blocks
+        first, block_traces = None, []
         for i in blocks:
-            resid = at(f"blocks.{i}.hook_resid_pre", resid)
-            x0 = resid if x0 is None else x0
-            rows = output_positions if i == blocks[-1] else None  # earlier blocks: every row feeds later keys
+            x = hooks.point(f"blocks.{i}.hook_resid_pre", x)
+            first = x if first is None else first
             # A block nothing hooks runs without the per-point calls (most of a patching run's blocks).
             block_hooks = _IDLE if hooks.quiet(f"blocks.{i}.") else hooks
-            block = self._block(i, resid, positions, mask, cache, block_hooks, rows)
-            resid = block.y
-            if keep_layers:
-                layer_traces.append(block)
+            block = self._block(i, x, span, block_hooks, rows if i == blocks[-1] else None)
+            x = block.y
+            if keep:
+                block_traces.append(block)
             # Unless kept, a block's values go before the next block runs: holding them took a T = 6 patching grid
             # from 0.78 to 0.95 MB at its peak, past which glibc may return the heap and fault it back in each call.
             del block
-        if output_positions is not None and not blocks:
-            resid = resid[..., output_positions, :]
-        if cache is not None:
-            cache.length += n_new
-        if stop_at_layer is not None:
-            return _Pass(tok, pos, x0, layer_traces, None, resid, positions)
-        final = self.norm("norm_f", resid, hooks, output_positions) if cfg.norm_placement == "pre" else resid
-        read = final if logit_positions is None else final[..., logit_positions, :]
-        return _Pass(tok, pos, x0, layer_traces, final, layers.linear(read, self.unembedding()), positions)
+        return first, block_traces, x
 
-    def _block(
-        self, i: int, x: np.ndarray, positions: np.ndarray, mask: np.ndarray | None, cache: KVCache | None,
-        hooks: HookRun,
-        rows: np.ndarray | None = None,
-    ) -> LayerTrace:
+    def _block(self, i: int, x: np.ndarray, span: _Span, hooks: HookRun, rows: np.ndarray | None = None
+               ) -> LayerTrace:
         b = f"blocks.{i}"
 
         def at(name: str, value: np.ndarray) -> np.ndarray:
@@ -346,14 +326,14 @@ class Model:
         x_out = x if rows is None else x[..., _row_index(rows), :]  # the rows this block's output keeps
         if self.cfg.norm_placement == "pre":  # h = x + Attn(N1(x));  y = h + FFN(N2(h))
             attn_in = self.norm(f"{b}.norm1", x, hooks)
-            q, k, v, att, head_out, attn_out = self._attention(i, attn_in, positions, mask, cache, hooks, rows)
+            q, k, v, att, head_out, attn_out = self._attention(i, attn_in, span, hooks, rows)
             h = at("hook_resid_mid", x_out + attn_out)
             ffn_in = self.norm(f"{b}.norm2", h, hooks, rows)
             ffn = self._feed_forward(i, ffn_in, hooks, rows)
             y = at("hook_resid_post", h + ffn.out)
         else:  # h = N1(x + Attn(x));  y = N2(h + FFN(h)): the norms' outputs are the residual stream itself
             attn_in = x
-            q, k, v, att, head_out, attn_out = self._attention(i, attn_in, positions, mask, cache, hooks, rows)
+            q, k, v, att, head_out, attn_out = self._attention(i, attn_in, span, hooks, rows)
             h = at("hook_resid_mid", self.norm(f"{b}.norm1", x_out + attn_out, hooks, rows))
             ffn_in = h
             ffn = self._feed_forward(i, ffn_in, hooks, rows)
@@ -363,12 +343,10 @@ class Model:
             attn_out=attn_out, h=h, ffn_in=ffn_in, ff_pre=ffn.pre, ff_act=ffn.act, ff_out=ffn.out, y=y,
         )
 
-    def _attention(
-        self, i: int, x: np.ndarray, positions: np.ndarray, mask: np.ndarray | None, cache: KVCache | None,
-        hooks: HookRun,
-        rows: np.ndarray | None = None,
-    ) -> tuple[Any, ...]:
+    def _attention(self, i: int, x: np.ndarray, span: _Span, hooks: HookRun, rows: np.ndarray | None = None
+                   ) -> tuple[Any, ...]:
         cfg, p, a = self.cfg, self.params, f"blocks.{i}.attn"
+        positions, mask, cache = span
 
         def heads(name: str, value: np.ndarray, rows: np.ndarray | None = rows) -> np.ndarray:
             # slm keeps heads before positions (..., H, T, k); hooks see TransformerLens's (..., T, H, k). Both are
@@ -482,19 +460,22 @@ class Model:
         return resid
 
     @staticmethod
-    def _check_positions(positions: Any, n: int, what: str) -> np.ndarray:
-        """Row indices (T,) from an int or a list of ints in [-n, n), negative counting from the end."""
+    def _check_rows(positions: Any, n: int) -> np.ndarray | None:
+        """output_positions as row indices (P,) in [0, n): from an int or a list of ints in [-n, n), negative
+        counting from the end; None (every row) stays None."""
+        if positions is None:
+            return None
         listed = [positions] if type(positions) is int else positions
         if type(listed) is list and listed and all(type(p) is int for p in listed):
             # Python ints (a patching run passes one): checked without NumPy's reductions, the same result.
             if not all(-n <= p < n for p in listed):
-                raise ValueError(f"{what}: {listed} is outside the {n} positions run")
+                raise ValueError(f"output_positions: {listed} is outside the {n} positions run")
             return np.array([p % n for p in listed])
         wanted = np.atleast_1d(np.asarray(positions))
         if wanted.ndim != 1 or wanted.size == 0 or wanted.dtype.kind not in "iu":
-            raise ValueError(f"{what} must be a position or a non-empty list of positions, got {positions!r}")
+            raise ValueError(f"output_positions must be a position or a non-empty list of positions, got {positions!r}")
         if wanted.min() < -n or wanted.max() >= n:
-            raise ValueError(f"{what}: {wanted.tolist()} is outside the {n} positions run")
+            raise ValueError(f"output_positions: {wanted.tolist()} is outside the {n} positions run")
         return wanted % n
 
     @staticmethod

@@ -93,17 +93,17 @@ def _patch_by_hand(model, target, source, site, good, bad):
     if site[0] == "resid":
         rows = src.x if site[1] == 0 else src.layers[site[1] - 1].y
 
-        def hook(x):
+        def hook(x, _):
             x = x.copy()
             x[site[2]] = rows[site[2]]
             return x
-        trace = model.forward(np.asarray(target), hooks={f"blocks.{site[1]}.x": hook})
+        trace = model.forward(np.asarray(target), fwd_hooks=[(f"blocks.{site[1]}.hook_resid_pre", hook)])
     else:
-        def hook(out):
+        def hook(out, _):  # (T, H, d): the trace's head_out is (H, T, d)
             out = out.copy()
-            out[site[2]] = src.layers[site[1]].head_out[site[2]]
+            out[:, site[2]] = src.layers[site[1]].head_out[site[2]]
             return out
-        trace = model.forward(np.asarray(target), hooks={f"blocks.{site[1]}.head_out": hook})
+        trace = model.forward(np.asarray(target), fwd_hooks=[(f"blocks.{site[1]}.attn.hook_result", hook)])
     return trace.logits[-1, good] - trace.logits[-1, bad]
 
 

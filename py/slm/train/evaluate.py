@@ -307,5 +307,5 @@ class _HookedModel(Model):
         super().__init__(model.cfg, model.params, model.meta)
         self._fixed_hooks = hooks
 
-    def forward(self, tokens, lengths=None, cache=None, hooks=None, fwd_hooks=()):  # type: ignore[override]
-        return super().forward(tokens, lengths, cache, hooks, [*self._fixed_hooks, *fwd_hooks])
+    def forward(self, tokens, lengths=None, cache=None, fwd_hooks=(), output_positions=None):  # type: ignore[override]
+        return super().forward(tokens, lengths, cache, [*self._fixed_hooks, *fwd_hooks], output_positions)
