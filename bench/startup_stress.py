@@ -55,8 +55,9 @@ def build(site: Path) -> Path:
     return site
 
 
-def one_start(engines, engine: str, url: str) -> tuple[bool, float, str]:  # noqa: ANN001 - testkit's Engines
+def one_start(engines, engine: str, url: str, log: list) -> tuple[bool, float, str]:  # noqa: ANN001 - testkit's
     """One fresh-profile visit; (ended on the NumPy panel, seconds, what to print when it did not)."""
+    log.clear()
     t0 = time.monotonic()
     with engines.page(engine) as page:
         try:
@@ -69,7 +70,9 @@ def one_start(engines, engine: str, url: str) -> tuple[bool, float, str]:  # noq
             return True, seconds, ""
         timings = page.evaluate("JSON.stringify(window.siteInfo?.timings ?? {})")
         console = "\n      ".join(page.console or [])
-        return False, seconds, f"{what}: {detail}\n    stage timings: {timings}\n    console:\n      {console}"
+        served = "\n      ".join(f"{at - t0:6.2f} s {event:8} {path}" for at, event, path in list(log))
+        return False, seconds, (f"{what}: {detail}\n    stage timings: {timings}\n    console:\n      {console}\n"
+                                f"    the host's log:\n      {served}")
 
 
 def main() -> None:
@@ -87,10 +90,11 @@ def main() -> None:
         site = args.site or build(Path(tmp) / "site")
         chromium = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--headless=new", "--no-sandbox"])
         failures: dict[str, list[str]] = {e: [] for e in args.engines}
-        with hosted(site, args.host) as url, engines_session(chromium) as engines, burning(args.burners):
+        log: list = []  # the host's record of each visit's requests
+        with hosted(site, args.host, log=log) as url, engines_session(chromium) as engines, burning(args.burners):
             for i in range(args.runs):
                 for engine in args.engines:  # interleaved: both engines see the same moments of load
-                    ok, seconds, why = one_start(engines, engine, url)
+                    ok, seconds, why = one_start(engines, engine, url, log)
                     print(f"{engine:11} run {i + 1:3}: {'ok' if ok else 'FAILED'} in {seconds:5.1f} s", flush=True)
                     if not ok:
                         failures[engine].append(why)

@@ -27,55 +27,113 @@ if ! "$py" -c 'import pip' 2>/dev/null; then
     fi
   fi
 fi
-want=$(sha256sum requirements.txt | cut -d' ' -f1)
-if [ "$(cat .venv/requirements.sha256 2>/dev/null)" != "$want" ]; then
-  "$py" -m pip install --quiet --disable-pip-version-check -r requirements.txt
-  echo "$want" > .venv/requirements.sha256
-fi
+# How long each part took, printed at the end (also when a part failed).
+start=$SECONDS
+times=()
+noted() {  # noted LABEL SECONDS
+  times+=("$(printf '%-24s %5d s' "$1" "$2")")
+}
+timed() {  # timed LABEL COMMAND...: run it (a failure stops the script, as set -e does), note its seconds
+  local t0=$SECONDS
+  "${@:2}"
+  noted "$1" $((SECONDS - t0))
+}
+report() {
+  echo "tests/run.sh: time per part"
+  printf '  %s\n' "${times[@]}" "$(printf '%-24s %5d s' "all" $((SECONDS - start)))"
+}
+trap report EXIT
 
-# Debian packages: GNU patch (the build applies its upstream patches with it) and the three browser engines the
-# site's tests drive: Chromium, Firefox ESR, WebKitGTK (WebKitWebDriver with its MiniBrowser) on an Xvfb display.
-# Playwright cannot download browsers here; these are Debian's builds.
-missing=()
-[ -x /usr/bin/chromium ] || missing+=(chromium)
-command -v patch >/dev/null || missing+=(patch)
-[ -x /usr/bin/firefox-esr ] || missing+=(firefox-esr)
-[ -x /usr/bin/WebKitWebDriver ] || missing+=(webkit2gtk-driver)
-command -v Xvfb >/dev/null || missing+=(xvfb)
-if [ ${#missing[@]} -gt 0 ]; then
-  if [ "$(id -u)" = 0 ]; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-  else
-    echo "tests/run.sh: missing Debian packages: ${missing[*]}; install them (as root)" >&2
-    exit 1
+system_packages() {
+  # Debian packages: GNU patch (the build applies its upstream patches with it) and the three browser engines the
+  # site's tests drive: Chromium, Firefox ESR, WebKitGTK (WebKitWebDriver with its MiniBrowser) on an Xvfb display.
+  # Playwright cannot download browsers here; these are Debian's builds.
+  missing=()
+  [ -x /usr/bin/chromium ] || missing+=(chromium)
+  command -v patch >/dev/null || missing+=(patch)
+  [ -x /usr/bin/firefox-esr ] || missing+=(firefox-esr)
+  [ -x /usr/bin/WebKitWebDriver ] || missing+=(webkit2gtk-driver)
+  command -v Xvfb >/dev/null || missing+=(xvfb)
+  if [ ${#missing[@]} -gt 0 ]; then
+    if [ "$(id -u)" = 0 ]; then
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    else
+      echo "tests/run.sh: missing Debian packages: ${missing[*]}; install them (as root)" >&2
+      exit 1
+    fi
   fi
-fi
 
-# Firefox ESR 140, which students still run beside the newer ESR apt installs: Debian's package unpacked into .cache/
-# (apt cannot hold two versions of one package). Its streams and BiDi differ from the newer ESR's.
-ff140=.cache/firefox-esr-140
-if [ ! -x "$ff140/usr/lib/firefox-esr/firefox-esr" ]; then
-  esr140() { apt-cache madison firefox-esr | awk -F'|' '{gsub(/ /, "", $2); print $2}' | grep '^140\.' | sort -V | tail -1; }
-  version=$(esr140 || true)
-  if [ -z "$version" ] && [ "$(id -u)" = 0 ]; then
-    apt-get update -qq
+  # Firefox ESR 140, which students still run beside the newer ESR apt installs: Debian's package unpacked into .cache/
+  # (apt cannot hold two versions of one package). Its streams and BiDi differ from the newer ESR's.
+  ff140=.cache/firefox-esr-140
+  if [ ! -x "$ff140/usr/lib/firefox-esr/firefox-esr" ]; then
+    esr140() { apt-cache madison firefox-esr | awk -F'|' '{gsub(/ /, "", $2); print $2}' | grep '^140\.' | sort -V | tail -1; }
     version=$(esr140 || true)
+    if [ -z "$version" ] && [ "$(id -u)" = 0 ]; then
+      apt-get update -qq
+      version=$(esr140 || true)
+    fi
+    if [ -z "$version" ]; then
+      echo "tests/run.sh: Debian offers no firefox-esr 140 (apt-cache madison firefox-esr)" >&2
+      exit 1
+    fi
+    mkdir -p .cache/debs "$ff140"
+    (cd .cache/debs && apt-get download -qq "firefox-esr=$version" 2>/dev/null)
+    dpkg -x .cache/debs/firefox-esr_"${version//:/%3a}"_*.deb "$ff140"
   fi
-  if [ -z "$version" ]; then
-    echo "tests/run.sh: Debian offers no firefox-esr 140 (apt-cache madison firefox-esr)" >&2
-    exit 1
-  fi
-  mkdir -p .cache/debs "$ff140"
-  (cd .cache/debs && apt-get download -qq "firefox-esr=$version" 2>/dev/null)
-  dpkg -x .cache/debs/firefox-esr_"${version//:/%3a}"_*.deb "$ff140"
-fi
 
-# puppeteer-core (drives Firefox over WebDriver BiDi, py/testkit/engines.py) and axe-core (the accessibility
-# tests), pinned in package-lock.json.
-npm ci --no-fund --no-audit --loglevel=error
+  # puppeteer-core (drives Firefox over WebDriver BiDi, py/testkit/engines.py) and axe-core (the accessibility
+  # tests), pinned in package-lock.json.
+  npm ci --no-fund --no-audit --loglevel=error
+}
+
+# The Debian packages and npm install beside pip (different downloads, no shared lock).
+system_log=$(mktemp)
+(t0=$SECONDS; system_packages; echo $((SECONDS - t0)) > "$system_log.seconds") > "$system_log" 2>&1 &
+system=$!
+python_packages() {
+  want=$(sha256sum requirements.txt | cut -d' ' -f1)
+  if [ "$(cat .venv/requirements.sha256 2>/dev/null)" != "$want" ]; then
+    "$py" -m pip install --quiet --disable-pip-version-check -r requirements.txt
+    echo "$want" > .venv/requirements.sha256
+  fi
+}
+timed "installs: pip" python_packages
+if ! wait $system; then
+  cat "$system_log" >&2
+  exit 1
+fi
+cat "$system_log"
+noted "installs: apt, npm" "$(cat "$system_log.seconds")"
+rm -f "$system_log" "$system_log.seconds"
 
 # Everything below runs in .venv's Python; the tests' builds and subprocesses use it too (sys.executable).
-"$py" -m ruff check .
+timed "lint" "$py" -m ruff check .
 # Every upstream patch still applies to the pinned sources (lists every mismatch, not only the first).
-"$py" build.py --check-patches
-"$py" -m pytest "$@"
+timed "patches" "$py" build.py --check-patches
+
+# The tests in three parts, each across the cores (pytest-xdist; TEST_WORKERS=1 runs one process); every part runs
+# even when an earlier one failed. Arguments naming tests (not only options) run just those, in one part.
+workers=${TEST_WORKERS:-2}
+# One BLAS (and torch) thread per worker: the workers already fill the cores, and OpenBLAS's spinning threads on a
+# busy machine make NumPy's products many times slower (the lab test's CPython training: 4 s alone, minutes so).
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+failed=0
+part() {  # part LABEL PYTEST-ARGS...
+  local t0=$SECONDS status=0
+  "$py" -m pytest -n "$workers" "${@:2}" || status=$?
+  noted "$1" $((SECONDS - t0))
+  [ $status = 0 ] || failed=1
+}
+named=0
+for arg in "$@"; do
+  case $arg in -*) ;; *) named=1 ;; esac
+done
+if [ $named = 1 ]; then
+  part "tests" "$@"
+else
+  part "unit tests (slm)" "$@" tests --ignore=tests/playground --ignore=tests/site
+  part "app tests (panel serve)" "$@" tests/playground
+  part "browser tests (site)" "$@" tests/site
+fi
+exit $failed

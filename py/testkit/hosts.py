@@ -15,6 +15,7 @@ import http.server
 import io
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -110,10 +111,25 @@ def going_offline(handler: type[PlainHandler], offline: Offline) -> type[PlainHa
     return GoingOffline
 
 
+def recording(handler: type[PlainHandler], log: list[tuple[float, str, str]]) -> type[PlainHandler]:
+    """Each request's arrival and the end of its answer, as (monotonic seconds, "asked" | "answered", path)."""
+    class Recording(handler):  # type: ignore[misc, valid-type]
+        def send_head(self):  # noqa: ANN201 - the base class's signature
+            log.append((time.monotonic(), "asked", self.path))
+            return super().send_head()
+
+        def copyfile(self, source, outputfile) -> None:  # noqa: ANN001 - the base class's signature
+            super().copyfile(source, outputfile)
+            log.append((time.monotonic(), "answered", self.path))
+
+    return Recording
+
+
 @contextlib.contextmanager
-def hosted(site: Path, host: str, stall: Stall | None = None, offline: Offline | None = None) -> Iterator[str]:
+def hosted(site: Path, host: str, stall: Stall | None = None, offline: Offline | None = None,
+           log: list[tuple[float, str, str]] | None = None) -> Iterator[str]:
     """Serve `site` as host kind `host` (HOSTS), with a stalled file if `stall`, answering nothing once `offline`
-    has gone; yields the URL of the site's folder."""
+    has gone, recording every request in `log` if given; yields the URL of the site's folder."""
     if host not in HOSTS:
         raise ValueError(f"unknown host {host!r}; one of {HOSTS}")
     handler = GzipHandler if host == "gzip" else PlainHandler
@@ -121,6 +137,8 @@ def hosted(site: Path, host: str, stall: Stall | None = None, offline: Offline |
         handler = stalling(handler, stall)
     if offline is not None:
         handler = going_offline(handler, offline)
+    if log is not None:
+        handler = recording(handler, log)
     with contextlib.ExitStack() as stack:
         root, prefix = site, ""
         if host == "subpath":
