@@ -55,13 +55,13 @@ def build(site: Path) -> Path:
     return site
 
 
-def one_start(engines, engine: str, url: str, log: list) -> tuple[bool, float, str]:  # noqa: ANN001 - testkit's
+def one_start(engines, engine: str, url: str, log: list, query: str = "") -> tuple[bool, float, str]:  # noqa: ANN001 - testkit's
     """One fresh-profile visit; (ended on the NumPy panel, seconds, what to print when it did not)."""
     log.clear()
     t0 = time.monotonic()
     with engines.page(engine) as page:
         try:
-            page.open(url + "index.html")
+            page.open(url + "index.html" + (f"?{query}" if query else ""))
         except Exception as e:  # noqa: BLE001 - a run that never settles is a failure to report, not a crash
             return False, time.monotonic() - t0, f"never settled: {e}"
         seconds = time.monotonic() - t0
@@ -81,6 +81,7 @@ def main() -> None:
     ap.add_argument("--engines", nargs="+", default=["firefox", "firefox140"])
     ap.add_argument("--host", choices=HOSTS, default="plain")
     ap.add_argument("--burners", type=int, default=2, help="processes spinning on the CPU meanwhile")
+    ap.add_argument("--query", default="", help="added to the page's URL, e.g. fallback=all (every optimisation off)")
     ap.add_argument("--site", type=Path, help="a built default site (else one is built into a temporary folder)")
     args = ap.parse_args()
 
@@ -94,14 +95,14 @@ def main() -> None:
         with hosted(site, args.host, log=log) as url, engines_session(chromium) as engines, burning(args.burners):
             for i in range(args.runs):
                 for engine in args.engines:  # interleaved: both engines see the same moments of load
-                    ok, seconds, why = one_start(engines, engine, url, log)
+                    ok, seconds, why = one_start(engines, engine, url, log, args.query)
                     print(f"{engine:11} run {i + 1:3}: {'ok' if ok else 'FAILED'} in {seconds:5.1f} s", flush=True)
                     if not ok:
                         failures[engine].append(why)
                         print(f"    {why}", flush=True)
         chromium.close()
     cores = multiprocessing.cpu_count()
-    print(f"\n{args.runs} runs per engine, {args.host} host, {args.burners} burners, {cores} cores")
+    print(f"\n{args.runs} runs per engine, {args.host} host, ?{args.query}, {args.burners} burners, {cores} cores")
     for engine, failed in failures.items():
         print(f"{engine:11} failures {len(failed)}/{args.runs} ({100 * len(failed) / args.runs:.1f} %)")
 

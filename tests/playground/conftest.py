@@ -23,12 +23,13 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="session")
-def app_url():
+def app_url(worker_id: str):
     port = _free_port()
     # One BLAS thread, as in Pyodide: on a busy machine OpenBLAS's threads make a 32-token forward pass ~100x slower.
     env = dict(os.environ, PYTHONPATH=str(ROOT / "py"), OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
     ARTIFACTS.mkdir(exist_ok=True)
-    log = open(ARTIFACTS / "panel_serve.log", "w")  # noqa: SIM115 - closed below, after the server stops
+    log_path = ARTIFACTS / f"panel_serve-{worker_id}.log"  # one server per pytest-xdist worker
+    log = open(log_path, "w")  # noqa: SIM115 - closed below, after the server stops
     server = subprocess.Popen(
         [sys.executable, "-m", "panel", "serve", str(ROOT / "py/playground/app.py"), "--port", str(port),
          "--address", "127.0.0.1", "--allow-websocket-origin", f"127.0.0.1:{port}"],
@@ -36,20 +37,27 @@ def app_url():
     )
     url = f"http://127.0.0.1:{port}/app"
     try:
-        for _ in range(120):
+        deadline = time.monotonic() + 120  # a loaded machine starts two servers and two browsers at once
+        while time.monotonic() < deadline:
             try:
-                urllib.request.urlopen(url, timeout=1)
+                # Refused at once until the server listens; then its first page builds an app, which takes seconds
+                # on a loaded machine: a short timeout would only make it build one app per try.
+                urllib.request.urlopen(url, timeout=60)
                 break
             except OSError:
                 if server.poll() is not None:
-                    pytest.fail(f"panel serve exited: see {ARTIFACTS / 'panel_serve.log'}")
+                    pytest.fail(f"panel serve exited: see {log_path}")
                 time.sleep(0.25)
         else:
-            pytest.fail("panel serve did not answer within 30 s")
+            pytest.fail(f"panel serve did not answer within 120 s: see {log_path}")
         yield url
     finally:
         server.terminate()
-        server.wait(timeout=10)
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
         log.close()
 
 
