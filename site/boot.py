@@ -4,8 +4,8 @@ worker.js runs this file after prelude.py (which imported Panel and the app's mo
 with ``location_json`` (the page's ``window.location`` as JSON, query string included) set as well. The value
 of the last expression goes to the page as Panel's 'render' message. ``apply_patch``, ``link_docs`` and
 ``set_location`` are called by worker.js for the 'patch', 'rendered' and 'location' messages, ``deliver_files`` for
-files dropped on the page, and
-``playground.start_building_hidden`` right after 'ready'.
+files dropped on the page, and ``playground.start_building_hidden`` right after 'ready' (the names JS reads here are
+declared in site/src/worker/python-api.js).
 """
 
 import json

@@ -3,7 +3,8 @@
 The snapshot worker runs only this file, and then ``warm_up()``, before it takes its memory snapshot
 (snapshot.js), so an interpreter restored from that snapshot has done all of it already. worker.js sets
 ``app_module``, ``app_stylesheet``, ``panel_cdn_root``, ``import_groups``, ``packages_installed`` and
-``app_installed``; ``timings`` (seconds) goes to the page with the render message.
+``app_installed``; ``timings`` (seconds) goes to the page with the render message. The names JS reads here
+(``timings``, ``warm_up``) are declared in site/src/worker/python-api.js.
 """
 
 import gc

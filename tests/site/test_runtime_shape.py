@@ -5,6 +5,7 @@ naming every stage's module. No browser: Node and the sources.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import subprocess
@@ -131,6 +132,32 @@ def test_dispatch_hands_a_message_to_its_handler_and_reports_a_stray_one(tmp_pat
     assert len(out["errors"]) == 3, out["errors"]
     for error, kind in zip(out["errors"], ['"kept"', '"toString"', "undefined"], strict=True):
         assert "the test's receiver" in error and kind in error, error
+
+
+def top_level_names(path: Path) -> set[str]:
+    """The names a Python file defines at its top level (a function, or an assignment), top-level await allowed."""
+    tree = compile(path.read_text(), str(path), "exec", flags=ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            names.add(node.name)
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return names
+
+
+def test_every_python_name_the_workers_read_is_declared_once() -> None:
+    """The workers read the app's Python namespace through python-api.js's PY alone; each name there is defined at
+    the top level of the file its comment names, and each is read somewhere."""
+    api = (SRC / "worker" / "python-api.js").read_text()
+    declared = re.findall(r'^\s*(\w+): "(\w+)", // (prelude\.py|boot\.py):', api, re.M)
+    assert len(declared) >= 7 and ("WARM_UP", "warm_up", "prelude.py") in declared, declared
+    for key, name, file in declared:
+        assert name in top_level_names(ROOT / "site" / file), f"site/{file} does not define {name} (PY.{key})"
+    sources = "\n".join(p.read_text() for p in SOURCES if p.name != "python-api.js")
+    assert not re.search(r"""namespace\.get\(\s*["'`]""", sources), "a Python name written as a string"
+    for key, _, _ in declared:
+        assert re.search(rf"\bPY\.{key}\b", sources), f"PY.{key} is read nowhere"
 
 
 def catch_blocks(text: str) -> list[tuple[int, str]]:

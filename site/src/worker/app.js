@@ -3,6 +3,7 @@
 import { idle, patch as patchMessage, ready, render, SiteError, viewsBuilt } from "../protocol.js";
 import { post } from "./context.js";
 import { lastLines } from "./error-labels.js";
+import { PY } from "./python-api.js";
 
 /** The manifest's facts prelude.py reads (the app worker's namespace and the snapshot worker's alike). */
 export const preludeFacts = (manifest) => ({
@@ -52,7 +53,7 @@ export async function startApp(pyodide, namespace, source) {
   self.siteNamespace = namespace; // boot.py's names (`playground`), for the tests and the benchmark
   const [docs_json, render_items, root_ids] = result.toJs();
   result.destroy();
-  return { docs_json, render_items, root_ids, imports: namespace.get("timings").toJs({ dict_converter: Object.fromEntries }) };
+  return { docs_json, render_items, root_ids, imports: namespace.get(PY.TIMINGS).toJs({ dict_converter: Object.fromEntries }) };
 }
 
 /** Posts the document (Panel's 'render'). */
@@ -77,9 +78,9 @@ export function serve(ctx, pyodide, namespace) {
   const sendPatch = (patch, buffers, msg_id) => post(patchMessage(patch, buffers, msg_id));
   return {
     rendered() {
-      namespace.get("link_docs")(sendPatch);
+      namespace.get(PY.LINK_DOCS)(sendPatch);
       post(ready({ heapBytes: heapBytes(pyodide), loaded: Object.keys(pyodide.loadedPackages), fetched: ctx.fetched() }));
-      const playground = namespace.get("playground");
+      const playground = namespace.get(PY.PLAYGROUND);
       const building = playground.start_building_hidden();
       playground.destroy();
       // The page marks when every view is on it (body[data-views="built"]): tests and benchmarks wait for it.
@@ -88,13 +89,13 @@ export function serve(ctx, pyodide, namespace) {
     },
     async patch(patch) {
       try {
-        await namespace.get("apply_patch")(patch);
+        await namespace.get(PY.APPLY_PATCH)(patch);
       } finally {
         post(idle()); // the page sends what it held meanwhile, whatever became of this patch
       }
     },
     location(location) {
-      namespace.get("set_location")(location);
+      namespace.get(PY.SET_LOCATION)(location);
     },
     namespace,
   };

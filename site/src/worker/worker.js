@@ -23,6 +23,7 @@ import { fetchKernel, useKernel } from "./kernels.js";
 import { readSnapshot, restore } from "./memory-snapshot.js";
 import { network } from "./network.js";
 import { filesInOrder, installInOrder, loadPackagesWith, packagesInOrder, packageUrl } from "./packages.js";
+import { PY } from "./python-api.js";
 import { fetchLock, fetchText, importing, pyodideModule, startPython } from "./runtime.js";
 import { modelsWithBytes, modelStore } from "./store.js";
 
@@ -140,7 +141,7 @@ async function makeSnapshot(ctx) {
   await loadPackagesWith(pyodide, net)(ctx.manifest.packages, ctx.labels.packages);
   const namespace = pyodide.toPy(preludeFacts(ctx.manifest));
   await importApp(ctx, pyodide, namespace, preludeSource, [], Promise.resolve());
-  const warmUp = namespace.get("warm_up"); // prelude.py: the default page built once and thrown away
+  const warmUp = namespace.get(PY.WARM_UP); // the default page built once and thrown away
   warmUp();
   warmUp.destroy();
   // prelude.py's functions have this namespace as their globals, and it holds JS promises (importApp): emptied, or
