@@ -55,6 +55,7 @@ init_doc()
 # Under `panel serve` the query string is known while the app is built; give the worker the same.
 set_location(location_json)  # noqa: F821 - set by worker.js
 _t = time.perf_counter()
+await prepare_page()  # noqa: F704, F821 - prelude.py made it
 playground = build_page()  # noqa: F821 - prelude.py made it
 timings["create_app"] = time.perf_counter() - _t  # noqa: F821 - prelude.py made it
 

@@ -54,6 +54,14 @@ gc.freeze()
 gc.enable()
 
 
+async def prepare_page() -> None:
+    """What the app has to read before its page is built (its module's `prepare()`, if any), awaited by boot.py:
+    e.g. a model that the link names, kept in the browser's storage, so that the page is ready on it."""
+    prepare = getattr(importlib.import_module(app_module), "prepare", None)  # noqa: F821 - set by worker.js
+    if prepare is not None:
+        await prepare()
+
+
 def build_page() -> object:
     """The app's page, built as the site serves it (boot.py; warm_up below): the hidden tabs' views are built after
     'ready' (worker.js calls playground.start_building_hidden), one at a time, each reaching the page as a patch; a

@@ -15,6 +15,7 @@ from typing import Any
 import panel as pn
 from bokeh.models import SaveTool
 
+from playground.library import restore_linked
 from playground.models import REGISTRY
 from playground.state import PlaygroundState, ViewSettings, sync_url
 from playground.views.attention import AttentionView
@@ -270,15 +271,19 @@ class Playground:
         """build_hidden() one view at a time, each once the state has been still for `quiet` seconds and no
         generation streams: in the static site the app's one Python thread also runs the learner's first actions
         (typing, then Generate a moment later), which then wait at most for one view instead of all of them, and
-        a view's patch (the page lays it out for ~0.2 s) does not land in the middle of a token stream. Used by
+        a view's patch (the page lays it out for ~0.2 s) does not land in the middle of a token stream. Nor while
+        the Train view trains: views the learner has not opened would slow the run they are watching. Used by
         the site after 'ready'."""
         for name in VIEW_CLASSES:
             await asyncio.sleep(pause)
-            while self.state.generating or time.monotonic() - self._last_change < quiet:
+            while self.state.generating or self._training() or time.monotonic() - self._last_change < quiet:
                 await asyncio.sleep(pause)
             if self.state.embed:
                 return
             self.views[name]  # noqa: B018 - no-op when built already (e.g. it was chosen)
+
+    def _training(self) -> bool:
+        return self.views.built("train") and self.views["train"].running
 
     def start_building_hidden(self) -> asyncio.Future:
         """Start build_hidden_stepwise() in the background (the static site calls this right after 'ready');
@@ -347,6 +352,13 @@ def add_styles(stylesheet_url: str | None) -> None:
             pn.config.css_files = [*pn.config.css_files, stylesheet_url]
     elif STYLES not in pn.config.raw_css:
         pn.config.raw_css = [*pn.config.raw_css, STYLES]
+
+
+async def prepare() -> None:
+    """Awaited by the static site before create_app(): the kept model that the link's model= names is read from this
+    browser's storage, so that the page is ready on it (under `panel serve`, Shelf.restore finds it after load)."""
+    if pn.state.location is not None:
+        await restore_linked(str(pn.state.location.query_params.get("model") or ""))
 
 
 def create_app(*, build_hidden_on_load: bool = True, custom_js: bool = True,

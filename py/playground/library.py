@@ -129,14 +129,9 @@ class Shelf(param.Parameterized):
             if key in REGISTRY:
                 continue
             try:
-                data = await shop.get(key)
-                model = slm.Model.load(data, in_place=True)  # the store's copy: its weights stay in it
+                REGISTRY[key] = await read_kept(shop, key)
             except Exception:  # noqa: BLE001 - one damaged entry: name it, restore the others
                 failed.append(key)
-                continue
-            kind, _, base = key.partition(": ")
-            model.meta.setdefault("name", base or key)
-            REGISTRY[key] = model
         self.state.param.model_name.objects = model_names()
         self.state.models_changed += 1
         if wanted and wanted in REGISTRY:
@@ -154,3 +149,23 @@ class Shelf(param.Parameterized):
             return
         self.state.forget_model(name)
         self.status = f"Removed {name}."
+
+
+async def read_kept(shop: Any, key: str) -> slm.Model:
+    """A model from the page's storage, named as when it was kept."""
+    model = slm.Model.load(await shop.get(key), in_place=True)  # the store's copy: its weights stay in it
+    model.meta.setdefault("name", key.partition(": ")[2] or key)
+    return model
+
+
+async def restore_linked(key: str) -> None:
+    """Before the app is built: the kept model a link names (model=), so that the first view drawn shows it. What
+    goes wrong here (no storage, no such model, a damaged entry) is left for Shelf.restore to report after 'ready'."""
+    if not key or key in model_names():
+        return
+    shop = storage.store()
+    try:
+        if any(str(item.get("key")) == key for item in await shop.list()):
+            REGISTRY[key] = await read_kept(shop, key)
+    except Exception:  # noqa: BLE001, S110 - reported by Shelf.restore, which reads the same entry again
+        pass

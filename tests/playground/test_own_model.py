@@ -152,6 +152,39 @@ def test_a_stored_model_comes_back_after_a_reload():
         models.REGISTRY.clear()
 
 
+def test_a_link_to_a_kept_model_is_read_before_the_page_is_built():
+    """restore_linked (what the site awaits before create_app): the first state built from the link is already on
+    the kept model, never on the default one first; a name the store lacks, or a damaged entry, leaves the default
+    model (Shelf.restore reports it after 'ready')."""
+    from playground import models, storage
+
+    storage._STORE = shop = storage.MemoryStore()
+    try:
+        cfg = slm.Config(n_vocab=5, n_ctx=8, n_model=8, n_heads=2)
+        model = slm.Model(cfg, slm.init_params(cfg, seed=2, dtype=np.float32), {"name": "kept"},
+                          CharTokenizer(list("abcde")))
+        buffer = io.BytesIO()
+        model.save(buffer, compress=False)
+        run(shop.put("loaded: kept", buffer.getvalue(), "loaded: kept"))
+        run(shop.put("loaded: broken", b"not an npz", "loaded: broken"))
+
+        run(library.restore_linked("loaded: kept"))
+        state = PlaygroundState()
+        state.apply_url_values({"model_name": "loaded: kept"})
+        assert state.model_name == "loaded: kept" and state.requested_model is None
+        np.testing.assert_array_equal(state.model.params["tok_emb"], model.params["tok_emb"])
+
+        for missing in ("loaded: broken", "loaded: never kept"):
+            run(library.restore_linked(missing))
+            assert missing not in models.REGISTRY
+            state = PlaygroundState()
+            state.apply_url_values({"model_name": missing})
+            assert state.model_name == models.default_model_name() and state.requested_model == missing
+    finally:
+        storage._STORE = None
+        models.REGISTRY.clear()
+
+
 def test_a_dropped_checkpoint_stays_in_its_buffers_and_is_kept_in_chunks(tmp_path):
     """The site hands a drop over as bytearrays: the model's weights stay in them (one copy of the weights in the
     page's memory, issue 33). The kept .npz, written in chunks as the browser's store takes them, loads back."""

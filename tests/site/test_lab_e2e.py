@@ -66,6 +66,13 @@ DROP_JS = """(files, picker) => {
   }
   return transfer.files.length;
 }"""
+# Each attention heatmap of the newest document: the tokens its rows are labelled with.
+HEATMAPS_JS = """() => [...Bokeh.documents.at(-1).all_models]
+  .filter((m) => m.renderers?.some((r) => r.name === "cells"))
+  .map((fig) => {
+    const data = fig.renderers.find((r) => r.name === "cells").data_source.data;
+    return [...new Set(Array.from(data instanceof Map ? data.get("query_token") : data.query_token))];
+  })"""
 TOKENS_JS = """() => {
   let n = 0;
   const walk = (root) => {
@@ -259,12 +266,14 @@ def test_a_single_file_saved_with_a_loaded_checkpoint_opens_on_it(browser: objec
             visit.page.get_by_role("button", name="Save for offline use").click()
         saved = tmp_path / download.value.suggested_filename
         download.value.save_as(saved)
-    query = urllib.parse.urlencode({"model": name})
+    query = urllib.parse.urlencode({"view": "attention", "model": name})
     with Visit(browser, saved.as_uri(), allowed=("file:", "blob:", "data:")) as visit:
         visit.open(f"?{query}")
-        assert visit.page.evaluate("document.body.dataset.ready") == "1", visit.console
-        models = visit.wait_js(f"({MODELS_JS})()?.value === {name!r} && ({MODELS_JS})()", timeout_s=60)
-        assert models["value"] == name, models
+        # At the moment the page says it is ready: the selector names the linked model, and the open view draws
+        # its 2 x 4 heads (and the enlarged one), every heatmap on the same tokens.
+        ready = visit.page.evaluate(f"() => [document.body.dataset.ready, ({MODELS_JS})()?.value, ({HEATMAPS_JS})()]")
+        assert ready[:2] == ["1", name], (ready, visit.console)
+        assert len(ready[2]) == 2 * 4 + 1 and all(tokens == ready[2][0] and tokens for tokens in ready[2]), ready
         # said in the Your models view, hidden: the page opens on the map of this model
         visit.page.get_by_text("This page has no storage", exact=False).first.wait_for(state="attached",
                                                                                         timeout=30_000)
