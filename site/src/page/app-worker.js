@@ -56,7 +56,8 @@ export function pageLocation() {
 /**
  * Talks to the worker until the app is ready, and from then on carries the app's changes both ways.
  * @param {Promise<void>} mainJs the page's scripts, loading
- * @param {{ready: (worker: Worker, manifest: object) => void}} hooks what the page does once the app is live
+ * @param {{ready: (msg: object) => void, viewsBuilt: () => void}} hooks what the page does once the app is live, and
+ *   once every view is built
  */
 export async function startWorker(worker, manifest, mainJs, hold, fallbacks, hooks) {
   let busy = false;
@@ -140,6 +141,7 @@ export async function startWorker(worker, manifest, mainJs, hold, fallbacks, hoo
     },
     [MSG.VIEWS_BUILT]: () => {
       body.dataset.views = "built";
+      hooks.viewsBuilt();
     },
     [MSG.IDLE]: () => {
       busy = false;

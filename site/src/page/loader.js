@@ -41,6 +41,9 @@ async function fetchManifest() {
   return resp.json();
 }
 
+let viewsBuilt;
+const allViewsBuilt = new Promise((resolve) => (viewsBuilt = resolve));
+
 /** Once the app is live: dropped files go to it, the offline copy is offered, the visit kept, a snapshot made. */
 function whenReady(worker, manifest) {
   drops.ready(worker);
@@ -48,7 +51,9 @@ function whenReady(worker, manifest) {
   const kept = keepForNextVisit(manifest.build_id, [...(info.fetched || [])]);
   if (useSnapshot) {
     if (info.snapshot === "restored") body.dataset.snapshot = "restored";
-    else saveSnapshot(manifest, kept);
+    // Once every view is built (the app holds that back while a link's training runs): the snapshot worker's
+    // start-up would otherwise take a core from the learner's first minute.
+    else saveSnapshot(manifest, Promise.all([kept, allViewsBuilt]));
   }
 }
 
@@ -102,6 +107,7 @@ async function main() {
     if (withFirstView) showFirstView(firstView, mainJs);
     // render, ready, keep
     await startWorker(worker, manifest, mainJs, withFirstView, fallbacks, {
+      viewsBuilt,
       ready: (msg) => {
         info.fetched = msg.fetched;
         whenReady(worker, manifest);
