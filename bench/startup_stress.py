@@ -67,7 +67,10 @@ def one_start(engines, engine: str, url: str, log: list, query: str = "") -> tup
         seconds = time.monotonic() - t0
         what, detail = page.text("#error-what") or "", page.text("#error-detail") or ""
         if page.evaluate("document.body.dataset.error") == "1" and "NumPy" in what:
-            return True, seconds, ""
+            # Paths a fence turned off on the way (a bounded wait that ran out) still end on the NumPy panel.
+            fenced = page.evaluate("JSON.stringify(Object.entries(window.siteInfo?.paths ?? {})"
+                                   ".filter(([, v]) => String(v).includes('within')))")
+            return True, seconds, "" if fenced == "[]" else f"fenced: {fenced}"
         timings = page.evaluate("JSON.stringify(window.siteInfo?.timings ?? {})")
         console = "\n      ".join(page.console or [])
         served = "\n      ".join(f"{at - t0:6.2f} s {event:8} {path}" for at, event, path in list(log))
@@ -96,7 +99,8 @@ def main() -> None:
             for i in range(args.runs):
                 for engine in args.engines:  # interleaved: both engines see the same moments of load
                     ok, seconds, why = one_start(engines, engine, url, log, args.query)
-                    print(f"{engine:11} run {i + 1:3}: {'ok' if ok else 'FAILED'} in {seconds:5.1f} s", flush=True)
+                    said = "ok" if ok else "FAILED"
+                    print(f"{engine:11} run {i + 1:3}: {said} in {seconds:5.1f} s {why if ok else ''}", flush=True)
                     if not ok:
                         failures[engine].append(why)
                         print(f"    {why}", flush=True)
