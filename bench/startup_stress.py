@@ -72,6 +72,7 @@ def one_start(engines, engine: str, url: str, log: list, query: str = "") -> tup
                                    ".filter(([, v]) => String(v).includes('within')))")
             return True, seconds, "" if fenced == "[]" else f"fenced: {fenced}"
         timings = page.evaluate("JSON.stringify(window.siteInfo?.timings ?? {})")
+        timings += f"\n    status line: {page.text('#status')}"
         console = "\n      ".join(page.console or [])
         served = "\n      ".join(f"{at - t0:6.2f} s {event:8} {path}" for at, event, path in list(log))
         return False, seconds, (f"{what}: {detail}\n    stage timings: {timings}\n    console:\n      {console}\n"
