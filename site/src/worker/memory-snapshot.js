@@ -3,19 +3,7 @@
 // (Cache Storage, not an opaque origin, no ?snapshot=0) and snapshot.js loads. Fallback: start from the packages
 // (and the page has one made for the next visit).
 import { answered, NoAnswer } from "./cache-storage.js";
-import { startPython } from "./runtime.js";
-
-// snapshot.js is imported while Pyodide's module is. In Firefox under load that import has been seen never to settle
-// (bench/startup_stress.py; docs/site-log.md), which held the start for good: after IMPORT_MS without it, this visit
-// starts from the packages, as without a snapshot.
-const IMPORT_MS = 5000;
-
-/** The module, or null if its import has not settled within IMPORT_MS (a failed import still throws). */
-function loadedInTime(module) {
-  let timer;
-  const late = new Promise((resolve) => (timer = setTimeout(() => resolve(null), IMPORT_MS)));
-  return Promise.race([module, late]).finally(() => clearTimeout(timer));
-}
+import { IMPORT_MS, settledWithin, startPython } from "./runtime.js";
 
 /**
  * Starts reading this build's snapshot.
@@ -25,7 +13,7 @@ export async function readSnapshot(ctx, allowed, importSnapshot) {
   if (!ctx.use("memory-snapshot", allowed, "none on this page (?snapshot=0, no Cache Storage, an opaque origin)")) {
     return null;
   }
-  const snapshot = await loadedInTime(importSnapshot());
+  const snapshot = await settledWithin(importSnapshot()); // bounded, as Pyodide's own script (runtime.js)
   if (!snapshot) {
     ctx.paths["memory-snapshot"] = `off: snapshot.js did not load within ${IMPORT_MS / 1000} s`;
     console.warn("[site] starting from the packages: snapshot.js did not load in time");

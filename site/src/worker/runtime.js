@@ -47,6 +47,31 @@ export function fetchLock(ctx) {
   return lock;
 }
 
+// The imports a start waits on are bounded: Firefox under load has left a module worker's dynamic import unsettled,
+// at times without even requesting the file (bench/startup_stress.py; docs/site-log.md).
+export const IMPORT_MS = 10_000;
+
+/** `module` (an import's promise), or null if it has not settled within IMPORT_MS (a failed import still throws). */
+export function settledWithin(module) {
+  let timer;
+  const late = new Promise((resolve) => (timer = setTimeout(() => resolve(null), IMPORT_MS)));
+  return Promise.race([module, late]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * pyodide.asm.js, imported here before loadPyodide would import it (it does not when `_createPyodideModule` is
+ * defined, as the file defines it). A try that has not settled in time is made again under another URL: a module
+ * URL is imported once per worker, so the same one would wait on the same import.
+ */
+async function importRuntimeScript(root) {
+  const url = `${root}build/pyodide/pyodide.asm.js`;
+  for (const attempt of [url, `${url}?again`]) {
+    if (typeof self._createPyodideModule === "function") return;
+    if (await settledWithin(import(attempt))) return;
+    console.warn(`[site] ${attempt} did not load within ${IMPORT_MS / 1000} s`);
+  }
+}
+
 /**
  * Starts Python.
  * @param extra loadPyodide options (a snapshot's)
@@ -56,6 +81,7 @@ export async function startPython(ctx, net, loadPyodide, lock, extra) {
   const { root } = ctx;
   let pyodide;
   try {
+    await importRuntimeScript(root);
     pyodide = await loadPyodide({
       indexURL: `${root}build/pyodide/`,
       lockFileContents: lock,
