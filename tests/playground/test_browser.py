@@ -562,7 +562,8 @@ COUNT_POINTER = """
 def wait_for_every_view(page) -> None:
     from playground.state import VIEWS
 
-    page.wait_for_function(f"() => ({COUNT_H2})() >= {len(VIEWS)}", timeout=15_000)
+    # generous: two test workers, each with a server and a browser, share the cores
+    page.wait_for_function(f"() => ({COUNT_H2})() >= {len(VIEWS)}", timeout=60_000)
 
 
 def tab_to(page, matches, shift: bool = False, limit: int = 80) -> dict:
