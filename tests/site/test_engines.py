@@ -138,13 +138,13 @@ def test_a_stalled_download_ends_on_the_error_panel_and_retry_goes_on(engines: E
     answers again, Retry starts over and gets as far as CI can (the NumPy panel)."""
     stall = Stall(stalled)
     with hosted(cdn_site, "plain", stall) as url, engines.page(engine) as page:
-        page.open(url + "index.html?stall=15")
+        page.open(url + "index.html?stall=25")
         page.screenshot(f"stalled-{stalled.split('-')[0].split('.')[0]}")
         assert stall.stalled, "the stalled file was never asked for"
         assert page.evaluate("document.body.dataset.error") == "1", page.text("#error")
         assert page.text("#error-what") == f"Stalled: {stage}", page.text("#error")
         detail = page.text("#error-detail")
-        assert "No progress for 15 s" in detail
+        assert "No progress for 25 s" in detail
         waiting = detail.partition("Still waiting for: ")[2]
         assert named in waiting.rstrip(".").split(", "), detail
         stall.release()
