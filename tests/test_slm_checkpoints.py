@@ -381,8 +381,15 @@ def with_config(files: dict, **changes) -> dict:
     (dict(num_attention_heads=0), "num_attention_heads must be a positive integer"),
     (dict(hidden_size=4096, head_dim=..., num_attention_heads=32, intermediate_size=11008, num_hidden_layers=32),
      # 32 x (2 x 4096² + 2 x 4096 x 256 (2 kv heads) + 3 x 4096 x 11008 + 2 x 4096) + 2 x 400 x 4096 + 4096
-     "config.json: the model has 5472.9M parameters; slm loads up to 50M"),
+     "config.json: the model has 5472.9M parameters; slm loads up to 200M"),
     (dict(num_key_value_heads=4), "config.json: Config.n_kv_heads (4) must divide Config.n_heads (6)"),
+    # GPT-2 small's size (~124M with its 50k vocabulary; here 12 layers of d = 768 with 400 tokens: 85M) passes the
+    # count and reaches the weights; 12 layers of d = 1024, d_ff = 4096 do not:
+    # 12 x (4 x 1024² + 3 x 1024 x 4096 + 2 x 1024) + 2 x 400 x 1024 + 1024 = 202,171,392.
+    (dict(hidden_size=768, head_dim=..., num_attention_heads=12, num_key_value_heads=12, intermediate_size=3072,
+          num_hidden_layers=12), "model.safetensors: missing tensor(s)"),
+    (dict(hidden_size=1024, head_dim=..., num_attention_heads=16, num_key_value_heads=16, intermediate_size=4096,
+          num_hidden_layers=12), "config.json: the model has 202.2M parameters; slm loads up to 200M"),
 ])
 def test_unsupported_llama_config_fields_are_named(tiny_llama, changes, message):
     with pytest.raises(ValueError) as info:

@@ -1,4 +1,5 @@
-"""Hugging Face checkpoints as slm Models: `GPT2LMHeadModel` and `LlamaForCausalLM` from `config.json`, safetensors
+"""Hugging Face checkpoints as slm Models: `GPT2LMHeadModel`, `LlamaForCausalLM` and `GPTNeoXForCausalLM` (Pythia)
+from `config.json`, safetensors
 weights (one file or shards with their index) and `tokenizer.json` (or GPT-2's `vocab.json` + `merges.txt`).
 
 The files come from a folder, a zip (its path or bytes) or a mapping {file name: bytes} (what a web page hands
@@ -23,10 +24,9 @@ from . import bpe
 from .config import Config
 from .model import Model
 from .npz_views import BufferFile
-from .params import all_finite, count_params
+from .params import MAX_PARAMS, all_finite, count_params
 from .safetensors_reader import SafetensorsFile
 
-MAX_PARAMS = 50_000_000  # ~200 MB in float32: what a browser tab can hold with room to compute
 DTYPE_NAMES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}
 
 
@@ -113,7 +113,9 @@ def _common_folder(names: list[str]) -> str | None:
 
 # ---- config.json -> Config ----
 
-ARCHITECTURES = {"gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM"}
+ARCHITECTURES = {"gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM", "gpt_neox": "GPTNeoXForCausalLM"}
+# HF's activation names -> slm's: "gelu_new" is the tanh approximation (slm's "gelu"), "gelu" the exact one
+ACTIVATIONS = {"gelu_new": "gelu", "gelu_pytorch_tanh": "gelu", "gelu": "gelu_erf", "gelu_fast": None, "relu": "relu"}
 
 
 def _field(config: dict[str, Any], key: str, allowed: Any, why: str) -> None:
@@ -130,7 +132,7 @@ def _int(config: dict[str, Any], key: str, default: Any = None) -> int:
 
 
 def config_from_hf(config: dict[str, Any]) -> Config:
-    """The slm Config of a GPT2LMHeadModel or LlamaForCausalLM config.json."""
+    """The slm Config of a GPT2LMHeadModel, LlamaForCausalLM or GPTNeoXForCausalLM config.json."""
     if not isinstance(config, dict):
         raise ValueError("config.json: not a JSON object")
     model_type = config.get("model_type")
@@ -148,21 +150,23 @@ def config_from_hf(config: dict[str, Any]) -> Config:
     _field(config, "is_encoder_decoder", False, "slm is a decoder only")
     _field(config, "add_cross_attention", False, "slm has no cross-attention")
     try:
-        return _gpt2_config(config) if model_type == "gpt2" else _llama_config(config)
+        return {"gpt2": _gpt2_config, "llama": _llama_config, "gpt_neox": _neox_config}[model_type](config)
     except ValueError as exc:
         if str(exc).startswith("config.json"):
             raise
         raise ValueError(f"config.json: {exc}") from None
 
 
+def _activation(config: dict[str, Any], key: str, default: str) -> str:
+    act = config.get(key, default)
+    if ACTIVATIONS.get(act) is None:
+        raise ValueError(f"config.json: {key}={act!r} is not supported (slm computes "
+                         f"{', '.join(k for k, v in ACTIVATIONS.items() if v)})")
+    return ACTIVATIONS[act]
+
+
 def _gpt2_config(config: dict[str, Any]) -> Config:
-    # GPT-2's "gelu_new" is the tanh approximation (slm's "gelu"); "gelu" is the exact one (slm's "gelu_erf")
-    activations = {"gelu_new": "gelu", "gelu_pytorch_tanh": "gelu", "gelu": "gelu_erf", "gelu_fast": None,
-                   "relu": "relu"}
-    act = config.get("activation_function", "gelu_new")
-    if activations.get(act) is None:
-        raise ValueError(f"config.json: activation_function={act!r} is not supported (slm computes "
-                         f"{', '.join(k for k, v in activations.items() if v)})")
+    activation = _activation(config, "activation_function", "gelu_new")
     _field(config, "scale_attn_weights", True, "slm divides attention scores by sqrt(head size)")
     _field(config, "scale_attn_by_inverse_layer_idx", False, "slm scales every layer's scores alike")
     d = _int(config, "n_embd", 768)
@@ -170,7 +174,7 @@ def _gpt2_config(config: dict[str, Any]) -> Config:
         n_vocab=_int(config, "vocab_size", 50257), n_ctx=_int(config, "n_positions", config.get("n_ctx", 1024)),
         n_model=d, n_heads=_int(config, "n_head", 12), n_layers=_int(config, "n_layer", 12),
         d_ff=_int(config, "n_inner") if config.get("n_inner") is not None else 4 * d,
-        activation=activations[act], norm="layer", norm_placement="pre", positions="learned", bias=True,
+        activation=activation, norm="layer", norm_placement="pre", positions="learned", bias=True,
         tied=bool(config.get("tie_word_embeddings", True)), eps=float(config.get("layer_norm_epsilon", 1e-5)),
     )
 
@@ -198,6 +202,38 @@ def _llama_config(config: dict[str, Any]) -> Config:
         rope_scale=float(rope.get("factor", 1.0)) if kind == "linear" else 1.0,
         bias=bool(config.get("attention_bias", False)), tied=bool(config.get("tie_word_embeddings", False)),
         eps=float(config.get("rms_norm_eps", 1e-6)),
+    )
+
+
+def _neox_config(config: dict[str, Any]) -> Config:
+    """Pythia's config.json names its rotary settings rotary_pct and rotary_emb_base; transformers 5 writes them
+    into rope_parameters (partial_rotary_factor, rope_theta), which win when both are there, as transformers reads
+    them. Absent, rotary_pct is 0.25 there too."""
+    d, h = _int(config, "hidden_size", 6144), _int(config, "num_attention_heads", 64)
+    if d % h:
+        raise ValueError(f"config.json: hidden_size={d} is not divisible by num_attention_heads={h}")
+    rope = dict(config.get("rope_scaling") or {})
+    rope.update(config.get("rope_parameters") or {})
+    kind = rope.get("rope_type", rope.get("type", "default"))
+    if kind != "default":
+        raise ValueError(f"config.json: rope scaling of type {kind!r} is not supported for GPT-NeoX (slm computes "
+                         "its default RoPE)")
+    theta = rope.get("rope_theta", config.get("rotary_emb_base", 10000.0))
+    pct = rope.get("partial_rotary_factor", config.get("rotary_pct", 0.25))
+    if isinstance(pct, bool) or not isinstance(pct, int | float) or not 0 < pct <= 1:
+        raise ValueError(f"config.json: rotary_pct={pct!r} is not supported (slm turns a fraction in (0, 1] of each "
+                         "head)")
+    rotary = int(d // h * pct)  # transformers' rotary_ndims: rounded down
+    if rotary < 2 or rotary % 2:
+        raise ValueError(f"config.json: rotary_pct={pct} gives {rotary} rotary coordinates per head of {d // h}; "
+                         "slm turns an even number of them (at least 2)")
+    return Config(
+        n_vocab=_int(config, "vocab_size", 50432), n_ctx=_int(config, "max_position_embeddings", 2048), n_model=d,
+        n_heads=h, n_layers=_int(config, "num_hidden_layers", 44), d_ff=_int(config, "intermediate_size", 4 * d),
+        activation=_activation(config, "hidden_act", "gelu"), norm="layer", norm_placement="pre", positions="rope",
+        rope_base=float(theta), rotary_dim=None if rotary == d // h else rotary,
+        parallel_residual=bool(config.get("use_parallel_residual", True)), bias=True,
+        tied=bool(config.get("tie_word_embeddings", False)), eps=float(config.get("layer_norm_eps", 1e-5)),
     )
 
 
@@ -229,11 +265,13 @@ def _gpt2_weights(cfg: Config, keys: set[str]) -> tuple[dict[str, Any], list[str
     return plan, ignored
 
 
-def _rope_rows(n_heads: int, k: int) -> np.ndarray:
-    """Row order turning HF's RoPE layout (coordinate i pairs with i + k/2) into slm's (2i pairs with 2i + 1):
-    per head, rows 0, k/2, 1, k/2 + 1, ... Queries and keys get the same order, so q·k is unchanged."""
-    half = np.arange(k // 2)
-    per_head = np.stack([half, half + k // 2], axis=1).reshape(-1)
+def _rope_rows(n_heads: int, k: int, r: int | None = None) -> np.ndarray:
+    """Row order turning HF's RoPE layout (coordinate i pairs with i + r/2) into slm's (2i pairs with 2i + 1):
+    per head, rows 0, r/2, 1, r/2 + 1, ..., then r ... k - 1 as they are (the coordinates partial rotary leaves;
+    r = k unless given). Queries and keys get the same order, so q·k is unchanged."""
+    r = k if r is None else r
+    half = np.arange(r // 2)
+    per_head = np.concatenate([np.stack([half, half + r // 2], axis=1).reshape(-1), np.arange(r, k)])
     return (np.arange(n_heads)[:, None] * k + per_head[None, :]).reshape(-1)
 
 
@@ -270,6 +308,48 @@ def _llama_weights(cfg: Config, keys: set[str]) -> tuple[dict[str, Any], list[st
     return plan, ignored
 
 
+def _neox_weights(cfg: Config, keys: set[str]) -> tuple[dict[str, Any], list[str]]:
+    """slm name -> (HF name, transform). query_key_value's output rows are per head [q, k, v], k rows each (the
+    view (..., h, 3k) then chunk into three in transformers' GPTNeoXAttention); its RoPE pairs i with i + r/2."""
+    p = "gpt_neox." if "gpt_neox.embed_in.weight" in keys else ""
+    h, k, d = cfg.n_heads, cfg.head_size, cfg.n_model
+    rope_rows = _rope_rows(h, k, cfg.rope_dims)
+    # Rows of query_key_value for q, k and v in slm's order: head j's q rows start at j·3k, its k rows k later.
+    heads = np.arange(h)[:, None] * 3 * k
+    rows = {x: (heads + j * k + np.arange(k)[None, :]).reshape(-1) for j, x in enumerate("qkv")}
+    rows["q"], rows["k"] = rows["q"][rope_rows], rows["k"][rope_rows]
+    plan: dict[str, Any] = {"tok_emb": (f"{p}embed_in.weight", None),
+                            "norm_f.weight": (f"{p}final_layer_norm.weight", None),
+                            "norm_f.bias": (f"{p}final_layer_norm.bias", None)}
+    attention_bias = f"{p}layers.0.attention.query_key_value.bias" in keys  # config.json's attention_bias
+    for i in range(cfg.n_layers):
+        t, b = f"{p}layers.{i}", f"blocks.{i}"
+        for x in "qkv":
+            plan[f"{b}.attn.w_{x}"] = (f"{t}.attention.query_key_value.weight", lambda w, x=x: w[rows[x]])
+            plan[f"{b}.attn.b_{x}"] = ((f"{t}.attention.query_key_value.bias", lambda w, x=x: w[rows[x]])
+                                       if attention_bias else (None, np.zeros(h * k, np.float32)))
+        plan.update({
+            f"{b}.attn.w_o": (f"{t}.attention.dense.weight", None),
+            f"{b}.attn.b_o": (f"{t}.attention.dense.bias", None) if attention_bias else (None, np.zeros(d, np.float32)),
+            f"{b}.norm1.weight": (f"{t}.input_layernorm.weight", None),
+            f"{b}.norm1.bias": (f"{t}.input_layernorm.bias", None),
+            f"{b}.norm2.weight": (f"{t}.post_attention_layernorm.weight", None),
+            f"{b}.norm2.bias": (f"{t}.post_attention_layernorm.bias", None),
+            f"{b}.ffn.w_in": (f"{t}.mlp.dense_h_to_4h.weight", np.transpose),
+            f"{b}.ffn.b_in": (f"{t}.mlp.dense_h_to_4h.bias", None),
+            f"{b}.ffn.w_out": (f"{t}.mlp.dense_4h_to_h.weight", np.transpose),
+            f"{b}.ffn.b_out": (f"{t}.mlp.dense_4h_to_h.bias", None),
+        })
+    head = "lm_head.weight" if "lm_head.weight" in keys else "embed_out.weight"  # Pythia's files: embed_out
+    if not cfg.tied:
+        plan["unembed"] = (head, np.transpose)
+    # Buffers older transformers versions saved: the causal mask and RoPE's frequencies.
+    buffers = (".attention.bias", ".attention.masked_bias", "rotary_emb.inv_freq")
+    ignored = [key for key in keys if key.endswith(buffers) or (cfg.tied and key in ("lm_head.weight",
+                                                                                        "embed_out.weight"))]
+    return plan, ignored
+
+
 def _hf_shapes(cfg: Config, model_type: str) -> dict[str, tuple[int, ...]]:
     """The shape each HF tensor must have under this config (checked from the headers, before any data)."""
     d, f, V, k = cfg.n_model, cfg.d_ff, cfg.n_vocab, cfg.head_size
@@ -285,6 +365,20 @@ def _hf_shapes(cfg: Config, model_type: str) -> dict[str, tuple[int, ...]]:
                                f"{h}.ln_1.weight": (d,), f"{h}.ln_1.bias": (d,), f"{h}.ln_2.weight": (d,),
                                f"{h}.ln_2.bias": (d,), f"{h}.mlp.c_fc.weight": (d, f), f"{h}.mlp.c_fc.bias": (f,),
                                f"{h}.mlp.c_proj.weight": (f, d), f"{h}.mlp.c_proj.bias": (d,)})
+    elif model_type == "gpt_neox":
+        for p in ("", "gpt_neox."):
+            shapes.update({f"{p}embed_in.weight": (V, d), f"{p}final_layer_norm.weight": (d,),
+                           f"{p}final_layer_norm.bias": (d,)})
+            for i in range(cfg.n_layers):
+                t = f"{p}layers.{i}"
+                shapes.update({f"{t}.attention.query_key_value.weight": (3 * d, d),
+                               f"{t}.attention.query_key_value.bias": (3 * d,), f"{t}.attention.dense.weight": (d, d),
+                               f"{t}.attention.dense.bias": (d,), f"{t}.mlp.dense_h_to_4h.weight": (f, d),
+                               f"{t}.mlp.dense_h_to_4h.bias": (f,), f"{t}.mlp.dense_4h_to_h.weight": (d, f),
+                               f"{t}.mlp.dense_4h_to_h.bias": (d,)})
+                for norm in ("input_layernorm", "post_attention_layernorm"):
+                    shapes.update({f"{t}.{norm}.weight": (d,), f"{t}.{norm}.bias": (d,)})
+        shapes["embed_out.weight"] = (V, d)
     else:
         hq, hkv = cfg.n_heads * k, cfg.n_kv_heads * k
         for p in ("", "model."):
@@ -383,7 +477,8 @@ def _read_weights(files: CheckpointFiles, cfg: Config, model_type: str, in_place
     try:
         where = {key: shard for shard in shards for key in shard.tensors}
         keys = set(where)
-        plan, ignored = (_gpt2_weights if model_type == "gpt2" else _llama_weights)(cfg, keys)
+        plan, ignored = {"gpt2": _gpt2_weights, "llama": _llama_weights, "gpt_neox": _neox_weights}[model_type](
+            cfg, keys)
         needed = {hf for hf, _ in plan.values() if hf is not None}
         missing = sorted(needed - keys)
         if missing:

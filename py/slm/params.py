@@ -13,6 +13,10 @@ import numpy as np
 
 from .config import Config
 
+# The largest model slm.load reads: 200M parameters are 800 MB in float32, what a browser tab's 4 GiB of wasm memory
+# holds beside a second copy of the largest tensors and the page. The one place this limit is written.
+MAX_PARAMS = 200_000_000
+
 
 def _norm_shapes(cfg: Config, name: str) -> dict[str, tuple[int, ...]]:
     shapes = {f"{name}.weight": (cfg.n_model,)}
