@@ -18,7 +18,7 @@ class Config:
     """Hyper-parameters of a decoder-only transformer.
 
     Symbols used throughout: d = n_model, h = n_heads, g = n_kv_heads, k = d / h (head size), f = d_ff,
-    V = n_vocab, C = n_ctx.
+    V = n_vocab, C = n_ctx, r = rope_dims (the coordinates of a head that RoPE turns).
     """
 
     n_vocab: int
@@ -34,6 +34,8 @@ class Config:
     positions: str = "sinusoidal"
     rope_base: float = 10000.0
     rope_scale: float = 1.0
+    rotary_dim: int | None = None  # None: RoPE turns all k coordinates of a head; fewer: only the first ones (NeoX)
+    parallel_residual: bool = False  # True: y = x + Attn(N1(x)) + FFN(N2(x)), both sublayers reading x (NeoX)
     causal: bool = True
     bias: bool = False
     tied: bool = False
@@ -60,7 +62,7 @@ class Config:
         ):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"Config.{name} must be one of {allowed}, got {getattr(self, name)!r}")
-        for name in ("causal", "bias", "tied"):
+        for name in ("causal", "bias", "tied", "parallel_residual"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"Config.{name} must be True or False, got {getattr(self, name)!r}")
         for name in ("rope_base", "rope_scale", "eps"):
@@ -75,14 +77,29 @@ class Config:
             raise ValueError(
                 f"Config.n_kv_heads ({self.n_kv_heads}) must divide Config.n_heads ({self.n_heads})"
             )
-        if self.positions == "rope" and self.head_size % 2:
+        if self.positions == "rope" and self.rotary_dim is None and self.head_size % 2:
             raise ValueError(f"Config.positions='rope' needs an even head size, got {self.head_size}")
+        if self.rotary_dim is not None:
+            value = self.rotary_dim
+            if self.positions != "rope":
+                raise ValueError(f"Config.rotary_dim needs positions='rope', got positions={self.positions!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= self.head_size or value % 2:
+                raise ValueError(f"Config.rotary_dim must be an even number from 2 to the head size "
+                                 f"{self.head_size}, got {value!r}")
+        if self.parallel_residual and self.norm_placement != "pre":
+            raise ValueError("Config.parallel_residual needs norm_placement='pre' (both sublayers read the "
+                             "normed block input)")
         if self.positions == "sinusoidal" and self.n_model % 2:
             raise ValueError(f"Config.positions='sinusoidal' needs an even n_model, got {self.n_model}")
 
     @property
     def head_size(self) -> int:
         return self.n_model // self.n_heads
+
+    @property
+    def rope_dims(self) -> int:
+        """How many leading coordinates of each head RoPE turns: rotary_dim, or the whole head."""
+        return self.head_size if self.rotary_dim is None else self.rotary_dim
 
     @property
     def group_size(self) -> int:

@@ -150,9 +150,11 @@ class ActivationCache(Mapping[str, np.ndarray]):
     """Every cached value of one run, by hook name; `cache["pattern", 0]` is short for
     `cache["blocks.0.attn.hook_pattern"]`. Arrays keep the batch axis (remove_batch_dim() takes it off)."""
 
-    def __init__(self, values: dict[str, np.ndarray], n_layers: int, pre_norm: bool, has_batch_dim: bool = True):
+    def __init__(self, values: dict[str, np.ndarray], n_layers: int, pre_norm: bool, has_batch_dim: bool = True,
+                 has_mid: bool = True):
         self._values = values
         self.n_layers, self.pre_norm, self.has_batch_dim = n_layers, pre_norm, has_batch_dim
+        self.has_mid = has_mid  # blocks have a hook_resid_mid (False: parallel attention and MLP)
 
     def __getitem__(self, key: str | tuple) -> np.ndarray:
         name = act_name(*key) if isinstance(key, tuple) else act_name(key)
@@ -174,7 +176,8 @@ class ActivationCache(Mapping[str, np.ndarray]):
         first = next(iter(self._values.values()), None)
         if first is not None and first.shape[0] != 1:
             raise ValueError(f"remove_batch_dim needs a batch of one, got {first.shape[0]}")
-        return ActivationCache({k: v[0] for k, v in self._values.items()}, self.n_layers, self.pre_norm, False)
+        return ActivationCache({k: v[0] for k, v in self._values.items()}, self.n_layers, self.pre_norm, False,
+                               self.has_mid)
 
     def _layers(self, layer: int | None) -> int:
         """How many blocks a stack covers: blocks before `layer` (None or -1: all of them)."""
@@ -217,7 +220,8 @@ class ActivationCache(Mapping[str, np.ndarray]):
     def accumulated_resid(self, layer: int | None = None, incl_mid: bool = False, return_labels: bool = False
                           ) -> Any:
         """(n, batch, pos, d): the residual stream entering blocks 0..`layer` (None or -1: every block, then
-        the last block's output), for the logit lens; with incl_mid also between attention and MLP. Labels
+        the last block's output), for the logit lens; with incl_mid also between attention and MLP (where a block
+        has that stage: a parallel one has not). Labels
         "0_pre", "0_mid", ..., "final_post"."""
         last = self.n_layers if layer is None or layer == -1 else layer
         parts, labels = [], []
@@ -228,7 +232,7 @@ class ActivationCache(Mapping[str, np.ndarray]):
                 break
             parts.append(self[f"blocks.{i}.hook_resid_pre"])
             labels.append(f"{i}_pre")
-            if incl_mid and i < last:
+            if incl_mid and i < last and self.has_mid:
                 parts.append(self[f"blocks.{i}.hook_resid_mid"])
                 labels.append(f"{i}_mid")
         stack = np.stack(parts)

@@ -215,12 +215,17 @@ def rope_table(positions: np.ndarray, head_size: int, base: float = 10000.0, sca
 
 def rope(
     x: np.ndarray, positions: np.ndarray, base: float = 10000.0, scale: float = 1.0,
-    table: tuple[np.ndarray, np.ndarray] | None = None,
+    table: tuple[np.ndarray, np.ndarray] | None = None, dims: int | None = None,
 ) -> np.ndarray:
     """Rotary position embedding: rotate each pair of coordinates (2i, 2i+1) of every row of x (..., T, k) by
     its position's angle. Dot products of rotated rows then depend only on the gap between positions.
     `table` (rope_table of positions 0..n-1 with this base and scale, as a model keeps it) is read at `positions`
-    rather than computed again: the same numbers, elementwise."""
+    rather than computed again: the same numbers, elementwise. `dims` (even, below k: GPT-NeoX's partial rotary)
+    turns only the first `dims` coordinates, with the angles of a head of that size; the others pass unchanged."""
+    if dims is not None and dims < x.shape[-1]:
+        out = x.copy(order="K")  # the same memory order as x (a pass's heads are a view inside positions)
+        out[..., :dims] = rope(x[..., :dims], positions, base, scale, table)
+        return out
     cos, sin = (rope_table(positions, x.shape[-1], base, scale) if table is None
                 else (table[0][positions], table[1][positions]))
     cos, sin = cos.astype(x.dtype, copy=False), sin.astype(x.dtype, copy=False)

@@ -2,7 +2,9 @@
 
 Pre-norm block:  h = x + Attn(N1(x));   y = h + FFN(N2(h));   after the last block: final = N_f(y)
 Post-norm block: h = N1(x + Attn(x));   y = N2(h + FFN(h));   final = y
+Parallel block:  y = x + Attn(N1(x)) + FFN(N2(x))  (pre-norm, GPT-NeoX's use_parallel_residual: no h)
 logits = final @ unembed  (or final @ tok_emb.T when tied)
+RoPE turns the first r = rope_dims coordinates of each head's q and k (all k unless rotary_dim says fewer).
 """
 
 from __future__ import annotations
@@ -38,8 +40,8 @@ class LayerTrace:
     attention: np.ndarray  # (H, T, S) softmax weights; masked exactly 0
     head_out: np.ndarray  # (H, T, d) each head's write into the residual
     attn_out: np.ndarray  # (T, d) = head_out.sum over heads + b_o
-    h: np.ndarray  # (T, d) residual after the attention sublayer
-    ffn_in: np.ndarray  # (T, d) N2(h) pre-norm, h post-norm
+    h: np.ndarray | None  # (T, d) residual after the attention sublayer; None in a parallel block (no such stage)
+    ffn_in: np.ndarray  # (T, d) N2(h) pre-norm, h post-norm, N2(x) parallel
     ff_pre: np.ndarray  # (T, f) x W_in + b_in
     ff_act: np.ndarray  # (T, f) the hidden layer after the activation (SwiGLU: gated)
     ff_out: np.ndarray  # (T, d) the feed-forward's write into the residual
@@ -141,7 +143,7 @@ class Model:
         )
         # RoPE's cos and sin of every position, computed once: the same numbers rope() would compute per call.
         self._rope_table = (
-            layers.rope_table(np.arange(cfg.n_ctx), cfg.head_size, cfg.rope_base, cfg.rope_scale)
+            layers.rope_table(np.arange(cfg.n_ctx), cfg.rope_dims, cfg.rope_base, cfg.rope_scale)
             if cfg.positions == "rope"
             else None
         )
@@ -217,11 +219,13 @@ class Model:
         values: dict[str, np.ndarray] = {}
         run = self._hooks(fwd_hooks, values, name_filter(names))
         out = self._run(input, run, lengths, start_at_layer, stop_at_layer)
-        return out, ActivationCache(values, self.cfg.n_layers, self.cfg.norm_placement == "pre")
+        return out, ActivationCache(values, self.cfg.n_layers, self.cfg.norm_placement == "pre",
+                                    has_mid=not self.cfg.parallel_residual)
 
     def hook_names(self) -> list[str]:
         """Every hook point of this model, in the order the forward pass reaches them."""
         cfg, pre = self.cfg, self.cfg.norm_placement == "pre"
+        mid = [] if cfg.parallel_residual else ["hook_resid_mid"]  # a parallel block has no residual in between
         names = ["hook_embed"] + (["hook_pos_embed"] if cfg.positions in ("sinusoidal", "learned") else [])
         for i in range(cfg.n_layers):
             b, a, m = f"blocks.{i}", f"blocks.{i}.attn", f"blocks.{i}.mlp"
@@ -230,7 +234,7 @@ class Model:
             gated = [f"{m}.hook_pre_linear"] if cfg.activation == "swiglu" else []
             names += [f"{b}.hook_resid_pre", *(ln1 if pre else []), f"{a}.hook_q", f"{a}.hook_k", f"{a}.hook_v", *rope,
                       f"{a}.hook_attn_scores", f"{a}.hook_pattern", f"{a}.hook_z", f"{a}.hook_result",
-                      f"{b}.hook_attn_out", *([] if pre else ln1), f"{b}.hook_resid_mid", *(ln2 if pre else []),
+                      f"{b}.hook_attn_out", *([] if pre else ln1), *(f"{b}.{n}" for n in mid), *(ln2 if pre else []),
                       f"{m}.hook_pre", *gated, f"{m}.hook_post", f"{b}.hook_mlp_out", *([] if pre else ln2),
                       f"{b}.hook_resid_post"]
         return names + (["ln_final.hook_normalized"] if pre else [])
@@ -324,7 +328,14 @@ class Model:
             return value if hooks.idle else hooks.point(f"{b}.{name}", value, rows)
 
         x_out = x if rows is None else x[..., _row_index(rows), :]  # the rows this block's output keeps
-        if self.cfg.norm_placement == "pre":  # h = x + Attn(N1(x));  y = h + FFN(N2(h))
+        if self.cfg.parallel_residual:  # y = x + Attn(N1(x)) + FFN(N2(x)): both sublayers read the block's input
+            attn_in = self.norm(f"{b}.norm1", x, hooks)
+            q, k, v, att, head_out, attn_out = self._attention(i, attn_in, span, hooks, rows)
+            h = None
+            ffn_in = self.norm(f"{b}.norm2", x_out, hooks, rows)
+            ffn = self._feed_forward(i, ffn_in, hooks, rows)
+            y = at("hook_resid_post", x_out + attn_out + ffn.out)
+        elif self.cfg.norm_placement == "pre":  # h = x + Attn(N1(x));  y = h + FFN(N2(h))
             attn_in = self.norm(f"{b}.norm1", x, hooks)
             q, k, v, att, head_out, attn_out = self._attention(i, attn_in, span, hooks, rows)
             h = at("hook_resid_mid", x_out + attn_out)
@@ -366,8 +377,9 @@ class Model:
         k = heads("hook_k", layers.split_heads(self._linear(x, a, "k"), cfg.n_kv_heads), None)  # GQA: g heads
         v = heads("hook_v", layers.split_heads(self._linear(x, a, "v"), cfg.n_kv_heads), None)
         if cfg.positions == "rope":
-            q = heads("hook_rot_q", layers.rope(q, q_positions, cfg.rope_base, cfg.rope_scale, self._rope_table))
-            k = heads("hook_rot_k", layers.rope(k, positions, cfg.rope_base, cfg.rope_scale, self._rope_table), None)
+            turn = dict(base=cfg.rope_base, scale=cfg.rope_scale, table=self._rope_table, dims=cfg.rotary_dim)
+            q = heads("hook_rot_q", layers.rope(q, q_positions, **turn))
+            k = heads("hook_rot_k", layers.rope(k, positions, **turn), None)
         if cache is not None:
             k, v = cache.extend(i, k, v)
         if rows is not None and mask is not None:
