@@ -20,6 +20,8 @@ CONFIGS = {
     "post-gqa-bias-nopos-bidir": dict(
         norm_placement="post", bias=True, n_heads=4, n_kv_heads=2, positions="none", causal=False
     ),
+    "neox-parallel-partial-rope": dict(activation="gelu", positions="rope", rotary_dim=2, rope_base=100.0,
+                                       parallel_residual=True, bias=True),
 }
 
 
@@ -87,12 +89,14 @@ def _torch_loss(cfg: Config, params: dict, tokens: np.ndarray, lengths: np.ndarr
             return F.layer_norm(x, (d,), p[f"{name}.weight"], p[f"{name}.bias"], cfg.eps)
         return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + cfg.eps) * p[f"{name}.weight"]
 
-    def rope(t):  # (B, heads, T, k), pairs (2i, 2i+1)
-        freqs = cfg.rope_base ** (-torch.arange(0, k, 2, dtype=torch.float64) / k)
+    def rope(t):  # (B, heads, T, k), pairs (2i, 2i+1) of the first r coordinates
+        r = cfg.rotary_dim or k
+        freqs = cfg.rope_base ** (-torch.arange(0, r, 2, dtype=torch.float64) / r)
         ang = pos_idx[:, None] * freqs[None, :] / cfg.rope_scale
         cos, sin = torch.cos(ang), torch.sin(ang)
-        even, odd = t[..., 0::2], t[..., 1::2]
-        return torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)
+        even, odd = t[..., 0:r:2], t[..., 1:r:2]
+        turned = torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)
+        return torch.cat([turned, t[..., r:]], dim=-1)
 
     def lin(x, name, which):  # attention matrices: output units as rows
         out = x @ p[f"{name}.w_{which}"].T
@@ -137,7 +141,9 @@ def _torch_loss(cfg: Config, params: dict, tokens: np.ndarray, lengths: np.ndarr
         x = x + torch.stack([torch.sin(ang), torch.cos(ang)], dim=-1).flatten(-2)
     for i in range(cfg.n_layers):
         b = f"blocks.{i}"
-        if cfg.norm_placement == "pre":
+        if cfg.parallel_residual:
+            x = x + attn(i, norm(f"{b}.norm1", x)) + ffn(i, norm(f"{b}.norm2", x))
+        elif cfg.norm_placement == "pre":
             x = x + attn(i, norm(f"{b}.norm1", x))
             x = x + ffn(i, norm(f"{b}.norm2", x))
         else:

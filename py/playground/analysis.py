@@ -83,14 +83,15 @@ def lens(model: slm.Model, trace: slm.Trace, position: int, vocab: Sequence[str]
 
 
 def coordinate_steps(trace: slm.Trace, position: int) -> list[tuple[str, np.ndarray]]:
-    """The residual row at `position` through every block, step by step: x, + attention, h, + FFN, y."""
+    """The residual row at `position` through every block, step by step: x, + attention, h, + FFN, y (no h in a
+    parallel block, whose FFN reads x too)."""
     steps = [("x", trace.x[position])]
     many = len(trace.layers) > 1
     for i, layer in enumerate(trace.layers):
         tag = f"L{i}." if many else ""
         steps += [
             (f"{tag}+attention", layer.attn_out[position]),
-            (f"{tag}h", layer.h[position]),
+            *([] if layer.h is None else [(f"{tag}h", layer.h[position])]),
             (f"{tag}+FFN", layer.ff_out[position]),
             (f"{tag}y", layer.y[position]),
         ]

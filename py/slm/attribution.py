@@ -76,15 +76,16 @@ def direct_logit_attribution(model: Model, trace: Trace, position: int, token: i
 
 
 def residual_stages(trace: Trace) -> list[tuple[str, np.ndarray]]:
-    """The residual stream after each step: x, then h and y of every block."""
+    """The residual stream after each step: x, then h and y of every block (y only for a parallel block, which
+    has no h)."""
     stages = [("x", trace.x)]
     for i, layer in enumerate(trace.layers):
-        stages += [(f"L{i}.h", layer.h), (f"L{i}.y", layer.y)]
+        stages += ([] if layer.h is None else [(f"L{i}.h", layer.h)]) + [(f"L{i}.y", layer.y)]
     return stages
 
 
 def residual_norms(trace: Trace) -> list[tuple[str, np.ndarray]]:
-    """The residual's length at every position after each step (x, each h, each y)."""
+    """The residual's length at every position after each step (x, each h where there is one, each y)."""
     return [(name, np.linalg.norm(rows, axis=-1)) for name, rows in residual_stages(trace)]
 
 

@@ -134,6 +134,7 @@ def lesson_tables(trace: slm.Trace, labels: list[str], other: slm.Trace | None =
     architecture; without it they describe the lesson's default (pre-norm, ReLU)."""
     cfg = model.cfg if model is not None else None
     pre = cfg is None or cfg.norm_placement == "pre"
+    parallel = trace.layers[0].h is None  # attention and FFN both read x: no h between them
     activation = cfg.activation if cfg is not None else "relu"
     layer = trace.layers[0]
     rows = [f"{i} {label}" for i, label in enumerate(labels)]
@@ -158,10 +159,11 @@ def lesson_tables(trace: slm.Trace, labels: list[str], other: slm.Trace | None =
         heads.append(table_html(f"4 · head_out, head {j}", rows, dims, layer.head_out[j],
                                 diff(lambda t, j=j: t.layers[0].head_out[j]), "= its write into the stream"))
     tables.append("".join(heads))
-    tables.append(table_html("5 · h", rows, dims, layer.h, diff(lambda t: t.layers[0].h),
-                             "= x + attention" if pre else "= norm(x + attention)"))
+    if not parallel:
+        tables.append(table_html("5 · h", rows, dims, layer.h, diff(lambda t: t.layers[0].h),
+                                 "= x + attention" if pre else "= norm(x + attention)"))
     hidden = [f"f{c}" for c in range(layer.ff_act.shape[-1])]
-    ffn_reads = "norm(h)" if pre else "h"
+    ffn_reads = "norm(x)" if parallel else "norm(h)" if pre else "h"
     ffn = ""
     if activation == "swiglu" and model is not None and "blocks.0.ffn.w_gate" in model.params:
         w_gate = model.params["blocks.0.ffn.w_gate"]
@@ -174,8 +176,9 @@ def lesson_tables(trace: slm.Trace, labels: list[str], other: slm.Trace | None =
     ffn += table_html(f"6 · FFN hidden ({activation_name(activation)})", rows, hidden, layer.ff_act,
                       diff(lambda t: t.layers[0].ff_act), label)
     tables.append(ffn)
-    tables.append(table_html("7 · y", rows, dims, layer.y, diff(lambda t: t.layers[0].y),
-                             "= h + FFN: the block's output" if pre else "= norm(h + FFN): the block's output"))
+    y_is = ("= x + attention + FFN: the block's output" if parallel else
+            "= h + FFN: the block's output" if pre else "= norm(h + FFN): the block's output")
+    tables.append(table_html("7 · y", rows, dims, layer.y, diff(lambda t: t.layers[0].y), y_is))
     return tables
 
 

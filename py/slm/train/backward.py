@@ -179,8 +179,8 @@ def _attention_backward(
     else:
         dk, dv = dk_rep, dv_rep
     if cfg.positions == "rope":  # RoPE is a rotation; its transpose rotates back by the same angle
-        dq = layers.rope(dq, -positions, cfg.rope_base, cfg.rope_scale)
-        dk = layers.rope(dk, -positions, cfg.rope_base, cfg.rope_scale)
+        dq = layers.rope(dq, -positions, cfg.rope_base, cfg.rope_scale, dims=cfg.rotary_dim)
+        dk = layers.rope(dk, -positions, cfg.rope_base, cfg.rope_scale, dims=cfg.rotary_dim)
 
     if WASM_LAYOUT:  # one product for q, k and v together: fewer, larger loops
         dlin = np.concatenate([layers.merge_heads(dq), layers.merge_heads(dk), layers.merge_heads(dv)], axis=-1)
@@ -264,7 +264,12 @@ def backward(
     for i in range(cfg.n_layers - 1, -1, -1):
         lt = trace.layers[i]
         x = trace.layers[i - 1].y if i else trace.x
-        if pre:  # h = x + Attn(N1(x)); y = h + FFN(N2(h))
+        if cfg.parallel_residual:  # y = x + Attn(N1(x)) + FFN(N2(x))
+            dffn_in = _ffn_backward(model, i, lt.ffn_in, lt, d, grads)
+            dattn_in = _attention_backward(model, i, lt.attn_in, lt, trace.positions, d, grads)
+            d = (d + _norm_backward(model, f"blocks.{i}.norm2", x, dffn_in, grads)
+                 + _norm_backward(model, f"blocks.{i}.norm1", x, dattn_in, grads))
+        elif pre:  # h = x + Attn(N1(x)); y = h + FFN(N2(h))
             dffn_in = _ffn_backward(model, i, lt.ffn_in, lt, d, grads)
             dh = d + _norm_backward(model, f"blocks.{i}.norm2", lt.h, dffn_in, grads)
             dattn_in = _attention_backward(model, i, lt.attn_in, lt, trace.positions, dh, grads)
