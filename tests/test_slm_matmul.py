@@ -32,10 +32,27 @@ class Kernel:
         return np.ctypeslib.as_array(ctypes.cast(address, ctypes.POINTER(ctypes.c_float)), shape=(count,))
 
 
+class KernelNT(Kernel):
+    """gemm_nt(a, w, c, m, k, n) as gemm.wat defines it: c (m, n) = a (m, k) @ w.T for w (n, k), all row-major."""
+
+    def __call__(self, a: int, w: int, c: int, m: int, k: int, n: int) -> None:  # type: ignore[override]
+        self.calls.append((m, k, n))
+        big_a = self.floats(a, m * k).reshape(m, k)
+        big_w = self.floats(w, n * k).reshape(n, k)
+        self.floats(c, m * n)[:] = (big_a.astype(np.float64) @ big_w.T).reshape(-1)
+
+
 @pytest.fixture
 def kernel(monkeypatch: pytest.MonkeyPatch) -> Kernel:
     k = Kernel()
     monkeypatch.setattr(matmul, "_gemm", k)
+    return k
+
+
+@pytest.fixture
+def kernel_nt(monkeypatch: pytest.MonkeyPatch) -> KernelNT:
+    k = KernelNT()
+    monkeypatch.setattr(matmul, "_gemm_nt", k)
     return k
 
 
@@ -65,22 +82,33 @@ def test_matmul_tn_reads_the_transposed_rows_in_place(kernel: Kernel) -> None:
     assert kernel.calls == [(33, 200, 17, 1, 33)]
 
 
-def test_einsum_where_the_kernel_would_not_gain(kernel: Kernel) -> None:
-    """float64 operands, products under KERNEL_MIN_MACS, and a large weight stored transposed (a generated token
-    times an untied unembedding) go through einsum: the same product, and no call."""
+@pytest.mark.parametrize("rows", [1, 3, 40])
+def test_a_large_weight_stored_out_in_is_read_in_place(kernel: Kernel, kernel_nt: KernelNT, rows: int) -> None:
+    """A few rows times a weight stored (out, in) and used transposed, larger than the rows (a generated token
+    times an attention matrix or a tied unembedding): gemm_nt reads the weight where it is, with no copy."""
+    x, w = rand(rows, 288), rand(2000, 288)
+    got = matmul.matmul(x, w.T)
+    np.testing.assert_allclose(got, x.astype(np.float64) @ w.T, rtol=1e-5, atol=1e-5)
+    assert got.shape == (rows, 2000) and got.dtype == np.float32
+    assert kernel_nt.calls == [(rows, 288, 2000)] and kernel.calls == []
+
+
+def test_einsum_where_the_kernel_would_not_gain(kernel: Kernel, kernel_nt: KernelNT) -> None:
+    """float64 operands and products under KERNEL_MIN_MACS go through einsum: the same product, and no call."""
     cases = [
         (rand(64, 32).astype(np.float64), rand(32, 32).astype(np.float64)),
         (rand(4, 16), rand(16, 8)),
-        (rand(1, 288), rand(2000, 288).T),
+        (rand(1, 24), rand(200, 24).T),
     ]
     for x, w in cases:
         np.testing.assert_allclose(matmul.matmul(x, w), x.astype(np.float64) @ w, rtol=1e-5, atol=1e-5)
-    assert kernel.calls == []
-    assert matmul.KERNEL_MIN_MACS > 4 * 16 * 8
+    assert kernel.calls == [] and kernel_nt.calls == []
+    assert matmul.KERNEL_MIN_MACS > 4 * 16 * 8 and matmul.KERNEL_MIN_MACS > 24 * 200
 
 
 def test_without_a_kernel_the_products_are_einsums(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(matmul, "_gemm", None)
+    monkeypatch.setattr(matmul, "_gemm_nt", None)
     x, w, g = rand(64, 40), rand(40, 24), rand(64, 8)
     assert not matmul.kernel_in_use()
     np.testing.assert_array_equal(matmul.matmul(x, w), np.einsum("rn,nm->rm", x, w))

@@ -13,7 +13,9 @@ import numpy as np
 
 # gemm(a, b, c, m, k, n, a_row, a_col): c (m, n) = A (m, k) @ b (k, n), all float32, b and c rows contiguous, and
 # A[i, p] at a + 4 (i a_row + p a_col), so a transposed operand needs no copy.
+# gemm_nt(a, w, c, m, k, n): c (m, n) = a (m, k) @ w.T for w (n, k), all rows contiguous: a weight stored (out, in).
 _gemm = None
+_gemm_nt = None
 # Under this many multiply-adds the kernel's call costs more than it saves (~15 us, measured under Node).
 KERNEL_MIN_MACS = 16_384
 
@@ -21,14 +23,16 @@ KERNEL_MIN_MACS = 16_384
 def use_kernel(path: str | None) -> None:
     """Run the products through the kernel in the WebAssembly side module at `path` (see site/src/worker/gemm.wat);
     None goes back to einsum."""
-    global _gemm
+    global _gemm, _gemm_nt
     if path is None:
-        _gemm = None
+        _gemm = _gemm_nt = None
         return
-    gemm = ctypes.CDLL(path).gemm
-    gemm.restype = None
+    lib = ctypes.CDLL(path)
+    gemm, gemm_nt = lib.gemm, lib.gemm_nt
+    gemm.restype = gemm_nt.restype = None
     gemm.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] * 5
-    _gemm = gemm
+    gemm_nt.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] * 3
+    _gemm, _gemm_nt = gemm, gemm_nt
 
 
 def kernel_in_use() -> bool:
@@ -37,9 +41,13 @@ def kernel_in_use() -> bool:
 
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a (r, n) @ b (n, m)."""
-    # A weight stored transposed is copied for the kernel when it is the smaller operand.
-    if _gemm is not None and _worth_it(a, b) and (b.flags.c_contiguous or b.size <= a.size):
-        return _kernel(a, np.ascontiguousarray(b))
+    if _gemm is not None and _worth_it(a, b):
+        # A weight stored transposed is copied when it is the smaller operand (the lab's steps), else read in
+        # place along its rows (a large model's weights stored (out, in), a few rows at a time).
+        if b.flags.c_contiguous or b.size <= a.size:
+            return _kernel(a, np.ascontiguousarray(b))
+        if b.flags.f_contiguous:
+            return _kernel_nt(a, b.T)
     # einsum's loops run along rows of both operands for a weight stored (m, n) and used transposed, along rows of
     # b and of the output otherwise.
     return np.einsum("rn,mn->rm", a, b.T) if b.flags.f_contiguous else np.einsum("rn,nm->rm", a, b)
@@ -64,6 +72,15 @@ def _kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     a_row, a_col = (k, 1) if a.flags.c_contiguous else (1, m)
     out = np.empty((m, n), np.float32)
     _gemm(_address(a), _address(b), _address(out), m, k, n, a_row, a_col)
+    return out
+
+
+def _kernel_nt(a: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """a (m, k) @ w.T by the kernel, for w (n, k) with contiguous rows."""
+    a = np.ascontiguousarray(a)
+    (m, k), n = a.shape, w.shape[0]
+    out = np.empty((m, n), np.float32)
+    _gemm_nt(_address(a), _address(w), _address(out), m, k, n)
     return out
 
 
