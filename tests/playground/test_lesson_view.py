@@ -46,6 +46,16 @@ def test_lesson_tables_have_four_decimals_and_seven_steps(state):
     assert "FFN hidden (ReLU)" in tables[5] and "ReLU(norm(h) W_in + b_in)" in tables[5]
 
 
+def test_a_parallel_block_has_no_h_and_its_ffn_reads_x():
+    """GPT-NeoX's block: attention and FFN both read x, so there is no h between them to show."""
+    model = slm.CausalLanguageModel(positions="rope", parallel_residual=True, rotary_dim=2)
+    trace = model.respond_to(np.array([0, 1, 2]))
+    tables = lesson_tables(trace, ["<start>", "the", "cat"], model=model)
+    assert len(tables) == 6 and not any("5 · h" in t for t in tables)
+    assert "ReLU(norm(x) W_in + b_in)" in tables[4] and "x + attention + FFN" in tables[5]
+    assert [name for name, _ in analysis.coordinate_steps(trace, 2)] == ["x", "+attention", "+FFN", "y"]
+
+
 @pytest.mark.parametrize(("activation", "label"), [
     ("relu", "ReLU(norm(h) W_in + b_in)"), ("gelu", "GELU(norm(h) W_in + b_in)"),
     ("swiglu", "SiLU(gate) ⊙ (norm(h) W_in + b_in)")])

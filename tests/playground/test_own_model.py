@@ -40,6 +40,12 @@ def checkpoint_files(kind: str, tmp_path: Path) -> dict[str, bytes]:
         cfg = transformers.GPT2Config(vocab_size=tokenizer.get_vocab_size(), n_embd=32, n_layer=2, n_head=4,
                                       n_positions=64, bos_token_id=0, eos_token_id=0)
         model = transformers.GPT2LMHeadModel(cfg)
+    elif kind == "neox":  # Pythia's layout: parallel attention and MLP, RoPE on a quarter of each head
+        tokenizer = gpt2_style(vocab_size=300)
+        cfg = transformers.GPTNeoXConfig(vocab_size=tokenizer.get_vocab_size(), hidden_size=32, intermediate_size=64,
+                                         num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=64,
+                                         rotary_pct=0.25, bos_token_id=0, eos_token_id=0)
+        model = transformers.GPTNeoXForCausalLM(cfg)
     else:
         tokenizer = llama_style(legacy=True, vocab_size=300)
         cfg = transformers.LlamaConfig(vocab_size=tokenizer.get_vocab_size(), hidden_size=32, intermediate_size=48,
@@ -52,7 +58,7 @@ def checkpoint_files(kind: str, tmp_path: Path) -> dict[str, bytes]:
     return {f"{kind}/{p.name}": p.read_bytes() for p in folder.iterdir() if p.is_file()}, model, tokenizer
 
 
-@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+@pytest.mark.parametrize("kind", ["gpt2", "llama", "neox"])
 def test_a_checkpoint_works_in_every_view(kind, tmp_path):
     files, reference, tokenizer = checkpoint_files(kind, tmp_path)
     model = library.load_files(files)
