@@ -1,7 +1,8 @@
 """Models from files by one call, `load`, and the model this project trained and ships (weights/MODEL_CARD.md).
 
-`load` decides once what a source holds: an slm `.npz` (Model.save's format, docs/slm.md) or a Hugging Face
-checkpoint (slm.hf: config.json, safetensors weights, tokenizer.json) as a folder, a .zip or {file name: bytes}.
+`load` decides once what a source holds: an slm `.npz` (Model.save's format, docs/slm.md), a GGUF file (slm.gguf_file)
+or a Hugging Face checkpoint (slm.hf: config.json, safetensors weights, tokenizer.json) as a folder, a .zip or
+{file name: bytes}.
 Each weight is checked finite once: an .npz's here, a checkpoint's by slm.hf as it reads each tensor (before
 rearranging it in place). Shapes are checked by Model itself, a checkpoint's also from its headers before any data.
 """
@@ -16,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from . import hf
+from . import gguf_file, hf
 from .model import Model
 from .npz_views import BufferFile
 from .params import all_finite
@@ -53,7 +54,9 @@ def load(source: Any = "shipped", dtype: Any = "auto", name: str | None = None, 
     - "shipped": the model this project trained (as load_pretrained(): float64 unless `dtype` says otherwise);
     - an slm `.npz`: its path or bytes, or a mapping holding one .npz file; its arrays keep their dtype;
     - a Hugging Face GPT2LMHeadModel or LlamaForCausalLM checkpoint (slm.hf): a folder, a .zip (path or bytes, or
-      the one file of a mapping), or a mapping {file name: bytes}; computed in float32.
+      the one file of a mapping), or a mapping {file name: bytes}; computed in float32;
+    - a GGUF file (slm.gguf_file: gpt2, llama, gptneox; quantized weights dequantized): its path or bytes, or the
+      one file of a mapping; computed in float32.
 
     `dtype` casts the weights when given (None keeps the stored dtype). meta["name"] is what a model selector
     shows (`name` overrides it), meta["source"] where the model came from. ValueError names the file and the reason
@@ -65,7 +68,12 @@ def load(source: Any = "shipped", dtype: Any = "auto", name: str | None = None, 
         model.meta.setdefault("source", "trained by this project (py/slm/weights/MODEL_CARD.md)")
     else:
         kind, data, label = kind_of(source)
-        model = _from_npz(data, label, in_place) if kind == "npz" else hf.load_checkpoint(data, in_place=in_place)
+        if kind == "npz":
+            model = _from_npz(data, label, in_place)
+        elif kind == "gguf":
+            model = gguf_file.load_gguf(data, label, in_place=in_place)
+        else:
+            model = hf.load_checkpoint(data, in_place=in_place)
         if dtype not in ("auto", None) and model.dtype != np.dtype(dtype):
             model = Model(model.cfg, {k: v.astype(dtype) for k, v in model.params.items()}, model.meta,
                           model.tokenizer)
@@ -75,8 +83,9 @@ def load(source: Any = "shipped", dtype: Any = "auto", name: str | None = None, 
 
 
 def kind_of(source: Any) -> tuple[str, Any, str | None]:
-    """What a source holds, "npz" or "checkpoint"; what to read it from; and the name an .npz without one gets
-    (None for a checkpoint: slm.hf names it by its folder or zip file, else by its config.json)."""
+    """What a source holds, "npz", "gguf" or "checkpoint"; what to read it from; and the name an .npz without one
+    gets, or a GGUF file's name (None for a checkpoint: slm.hf names it by its folder or zip file, else by its
+    config.json)."""
     if isinstance(source, Mapping) and len(source) == 1:
         (key, data), = source.items()
         key = str(key).replace("\\", "/")
@@ -86,9 +95,13 @@ def kind_of(source: Any) -> tuple[str, Any, str | None]:
             source = data
         elif key.lower().endswith(".npz") or _is_npz(data):
             return "npz", data, PurePosixPath(key).stem or "model"
+        elif key.lower().endswith(".gguf") or gguf_file.is_gguf(data):
+            return "gguf", data, PurePosixPath(key).name
     if isinstance(source, Mapping):
         return "checkpoint", source, None
     if isinstance(source, bytes | bytearray | memoryview):  # read where they are: no copy of a bytearray
+        if gguf_file.is_gguf(source):
+            return "gguf", source, None
         return ("npz", source, "model") if _is_npz(source) else ("checkpoint", source, None)
     if isinstance(source, str | os.PathLike):
         path = Path(source)
@@ -97,6 +110,8 @@ def kind_of(source: Any) -> tuple[str, Any, str | None]:
                              f"python -m slm.convert {path.name} model.npz")
         if path.is_file() and (path.suffix.lower() == ".npz" or _is_npz(path)):
             return "npz", path, path.stem
+        if path.is_file() and (path.suffix.lower() == ".gguf" or gguf_file.is_gguf(path)):
+            return "gguf", path, path.name
         if not path.exists():
             raise FileNotFoundError(f"no such file or folder: {path}")
         return "checkpoint", path, None
