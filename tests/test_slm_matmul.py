@@ -33,12 +33,14 @@ class Kernel:
 
 
 class KernelNT(Kernel):
-    """gemm_nt(a, w, c, m, k, n) as gemm.wat defines it: c (m, n) = a (m, k) @ w.T for w (n, k), all row-major."""
+    """gemm_nt(a, w, c, m, k, n, w_row) as gemm.wat defines it: c (m, n) = a (m, k) @ w.T for w (n, k) with rows
+    w_row floats apart, a and c row-major."""
 
-    def __call__(self, a: int, w: int, c: int, m: int, k: int, n: int) -> None:  # type: ignore[override]
-        self.calls.append((m, k, n))
+    def __call__(self, a: int, w: int, c: int, m: int, k: int, n: int, w_row: int) -> None:  # type: ignore[override]
+        self.calls.append((m, k, n, w_row))
         big_a = self.floats(a, m * k).reshape(m, k)
-        big_w = self.floats(w, n * k).reshape(n, k)
+        w_flat = self.floats(w, (n - 1) * w_row + k)
+        big_w = np.lib.stride_tricks.as_strided(w_flat, (n, k), (4 * w_row, 4))
         self.floats(c, m * n)[:] = (big_a.astype(np.float64) @ big_w.T).reshape(-1)
 
 
@@ -90,7 +92,18 @@ def test_a_large_weight_stored_out_in_is_read_in_place(kernel: Kernel, kernel_nt
     got = matmul.matmul(x, w.T)
     np.testing.assert_allclose(got, x.astype(np.float64) @ w.T, rtol=1e-5, atol=1e-5)
     assert got.shape == (rows, 2000) and got.dtype == np.float32
-    assert kernel_nt.calls == [(rows, 288, 2000)] and kernel.calls == []
+    assert kernel_nt.calls == [(rows, 288, 2000, 288)] and kernel.calls == []
+
+
+def test_each_heads_write_reads_its_columns_of_w_o_in_place(kernel_nt: KernelNT) -> None:
+    """hook_result's values, z (B, H, T, k) times each head's k columns of w_o (d, H k): one call per head, at the
+    head's first column, rows H k floats apart."""
+    z, w_o = rand(2, 4, 3, 16), rand(96, 64)
+    got = matmul.heads_out(z, w_o)
+    want = z.astype(np.float64) @ w_o.reshape(96, 4, 16).transpose(1, 2, 0)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert kernel_nt.calls == [(3, 16, 96, 64)] * 8
+    assert matmul.heads_out(z.astype(np.float64), w_o.astype(np.float64)) is None
 
 
 def test_einsum_where_the_kernel_would_not_gain(kernel: Kernel, kernel_nt: KernelNT) -> None:

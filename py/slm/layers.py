@@ -114,6 +114,16 @@ def linear(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return (x.reshape(-1, x.shape[-1]) @ w).reshape(*x.shape[:-1], w.shape[-1])
 
 
+def heads_out(z: np.ndarray, w_o: np.ndarray) -> np.ndarray:
+    """Each head's write into the residual stream, (..., H, T, d): head j's z (..., T, k) through its own k columns
+    of w_o (d, H k)."""
+    out = matmul.heads_out(z, w_o)  # the SIMD kernel, reading w_o in place, when the page has one
+    if out is None:
+        n_heads, k = z.shape[-3], z.shape[-1]
+        out = z @ w_o.reshape(w_o.shape[0], n_heads, k).transpose(1, 2, 0)
+    return out
+
+
 class FeedForward(NamedTuple):
     """The feed-forward network's intermediate values: pre-activation, activation (the hidden layer), output."""
 

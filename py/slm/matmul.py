@@ -13,7 +13,8 @@ import numpy as np
 
 # gemm(a, b, c, m, k, n, a_row, a_col): c (m, n) = A (m, k) @ b (k, n), all float32, b and c rows contiguous, and
 # A[i, p] at a + 4 (i a_row + p a_col), so a transposed operand needs no copy.
-# gemm_nt(a, w, c, m, k, n): c (m, n) = a (m, k) @ w.T for w (n, k), all rows contiguous: a weight stored (out, in).
+# gemm_nt(a, w, c, m, k, n, w_row): c (m, n) = a (m, k) @ w.T for w (n, k) with rows w_row floats apart, a and c
+# contiguous: a weight stored (out, in), or one head's columns of it.
 _gemm = None
 _gemm_nt = None
 # Under this many multiply-adds the kernel's call costs more than it saves (~15 us, measured under Node).
@@ -31,7 +32,7 @@ def use_kernel(path: str | None) -> None:
     gemm, gemm_nt = lib.gemm, lib.gemm_nt
     gemm.restype = gemm_nt.restype = None
     gemm.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] * 5
-    gemm_nt.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] * 3
+    gemm_nt.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] * 4
     _gemm, _gemm_nt = gemm, gemm_nt
 
 
@@ -75,12 +76,30 @@ def _kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
+def heads_out(z: np.ndarray, w_o: np.ndarray) -> np.ndarray | None:
+    """Each head's write into the residual, (..., H, T, d), for z (..., H, T, k) and w_o (d, H k) stored (out, in):
+    head h's z times its own k columns of w_o, read in place. None when the kernel would not take it."""
+    n_heads, k = z.shape[-3], z.shape[-1]
+    rows = z.size // k
+    if not (_gemm_nt is not None and z.dtype == w_o.dtype == np.float32 and w_o.flags.c_contiguous
+            and rows * k * w_o.shape[0] >= KERNEL_MIN_MACS):
+        return None
+    z = np.ascontiguousarray(z)
+    out = np.empty((*z.shape[:-1], w_o.shape[0]), np.float32)
+    zs, outs = z.reshape(-1, n_heads, z.shape[-2], k), out.reshape(-1, n_heads, z.shape[-2], w_o.shape[0])
+    for b in range(zs.shape[0]):
+        for h in range(n_heads):
+            _gemm_nt(_address(zs[b, h]), _address(w_o) + 4 * h * k, _address(outs[b, h]), zs.shape[2], k,
+                     w_o.shape[0], w_o.shape[1])
+    return out
+
+
 def _kernel_nt(a: np.ndarray, w: np.ndarray) -> np.ndarray:
     """a (m, k) @ w.T by the kernel, for w (n, k) with contiguous rows."""
     a = np.ascontiguousarray(a)
     (m, k), n = a.shape, w.shape[0]
     out = np.empty((m, n), np.float32)
-    _gemm_nt(_address(a), _address(w), _address(out), m, k, n)
+    _gemm_nt(_address(a), _address(w), _address(out), m, k, n, k)
     return out
 
 

@@ -389,8 +389,7 @@ class Model:
                                lambda name, value: hooks.point(f"{a}.{name}", value, rows))
         z = heads("hook_z", att.out)
         # Head j's write into the residual: its k output coordinates through its own k columns of w_o.
-        w_o = p[f"{a}.w_o"].reshape(cfg.n_model, cfg.n_heads, cfg.head_size).transpose(1, 2, 0)  # (H, k, d)
-        head_out = heads("hook_result", z @ w_o)
+        head_out = heads("hook_result", layers.heads_out(z, p[f"{a}.w_o"]))
         attn_out = head_out.sum(axis=-3)
         if cfg.bias:
             attn_out = attn_out + p[f"{a}.b_o"]

@@ -152,18 +152,19 @@
         (local.set $i (i32.add (local.get $i) (i32.const 1)))
         (br $rows))))
 
-  ;; c (m x n) = A (m x k) . W^T, for W (n x k) row-major: both operands are read along k, so a weight stored as
-  ;; (out, in) is used in place, each of its rows once per two rows of A. A generated token (m = 1) streams every
+  ;; c (m x n) = A (m x k) . W^T, for W (n x k) with rows w_row floats apart: both operands are read along k, so a
+  ;; weight stored as (out, in), or one head's columns of it, is used in place, each row once per two rows of A. A generated token (m = 1) streams every
   ;; weight once, four rows at a time: that walk is what decides a large model's speed.
   (func $gemm_nt (export "gemm_nt")
-    (param $a i32) (param $w i32) (param $c i32) (param $m i32) (param $k i32) (param $n i32)
-    (local $i i32) (local $j i32) (local $q i32) (local $kb i32) (local $rk i32)
+    (param $a i32) (param $w i32) (param $c i32) (param $m i32) (param $k i32) (param $n i32) (param $w_row i32)
+    (local $i i32) (local $j i32) (local $q i32) (local $kb i32) (local $rk i32) (local $rw i32)
     (local $pa i32) (local $pa1 i32) (local $pw i32) (local $pw1 i32) (local $pw2 i32) (local $pw3 i32)
     (local $pc i32) (local $pc1 i32)
     (local $x0 v128) (local $x1 v128) (local $w0 v128) (local $w1 v128) (local $w2 v128) (local $w3 v128)
     (local $s00 v128) (local $s01 v128) (local $s02 v128) (local $s03 v128)
     (local $s10 v128) (local $s11 v128) (local $s12 v128) (local $s13 v128)
     (local.set $rk (i32.shl (local.get $k) (i32.const 2)))
+    (local.set $rw (i32.shl (local.get $w_row) (i32.const 2)))
     (local.set $kb (i32.shl (i32.and (local.get $k) (i32.const -4)) (i32.const 2)))  ;; bytes of k's whole vectors
     (local.set $i (i32.const 0))
     (block $rows_done
@@ -177,10 +178,10 @@
         (block $cols_done
           (loop $cols
             (br_if $cols_done (i32.gt_s (i32.add (local.get $j) (i32.const 4)) (local.get $n)))
-            (local.set $pw (i32.add (local.get $w) (i32.mul (local.get $j) (local.get $rk))))
-            (local.set $pw1 (i32.add (local.get $pw) (local.get $rk)))
-            (local.set $pw2 (i32.add (local.get $pw1) (local.get $rk)))
-            (local.set $pw3 (i32.add (local.get $pw2) (local.get $rk)))
+            (local.set $pw (i32.add (local.get $w) (i32.mul (local.get $j) (local.get $rw))))
+            (local.set $pw1 (i32.add (local.get $pw) (local.get $rw)))
+            (local.set $pw2 (i32.add (local.get $pw1) (local.get $rw)))
+            (local.set $pw3 (i32.add (local.get $pw2) (local.get $rw)))
             (local.set $s00 (v128.const i32x4 0 0 0 0)) (local.set $s01 (v128.const i32x4 0 0 0 0))
             (local.set $s02 (v128.const i32x4 0 0 0 0)) (local.set $s03 (v128.const i32x4 0 0 0 0))
             (local.set $s10 (v128.const i32x4 0 0 0 0)) (local.set $s11 (v128.const i32x4 0 0 0 0))
@@ -229,7 +230,7 @@
         (block $rest_done
           (loop $rest
             (br_if $rest_done (i32.ge_s (local.get $j) (local.get $n)))
-            (local.set $pw (i32.add (local.get $w) (i32.mul (local.get $j) (local.get $rk))))
+            (local.set $pw (i32.add (local.get $w) (i32.mul (local.get $j) (local.get $rw))))
             (f32.store (local.get $pc) (call $dot (local.get $pa) (local.get $pw) (local.get $kb) (local.get $rk)))
             (f32.store (local.get $pc1) (call $dot (local.get $pa1) (local.get $pw) (local.get $kb) (local.get $rk)))
             (local.set $pc (i32.add (local.get $pc) (i32.const 4)))
@@ -247,10 +248,10 @@
         (block $cols_done
           (loop $cols
             (br_if $cols_done (i32.gt_s (i32.add (local.get $j) (i32.const 4)) (local.get $n)))
-            (local.set $pw (i32.add (local.get $w) (i32.mul (local.get $j) (local.get $rk))))
-            (local.set $pw1 (i32.add (local.get $pw) (local.get $rk)))
-            (local.set $pw2 (i32.add (local.get $pw1) (local.get $rk)))
-            (local.set $pw3 (i32.add (local.get $pw2) (local.get $rk)))
+            (local.set $pw (i32.add (local.get $w) (i32.mul (local.get $j) (local.get $rw))))
+            (local.set $pw1 (i32.add (local.get $pw) (local.get $rw)))
+            (local.set $pw2 (i32.add (local.get $pw1) (local.get $rw)))
+            (local.set $pw3 (i32.add (local.get $pw2) (local.get $rw)))
             (local.set $s00 (v128.const i32x4 0 0 0 0)) (local.set $s01 (v128.const i32x4 0 0 0 0))
             (local.set $s02 (v128.const i32x4 0 0 0 0)) (local.set $s03 (v128.const i32x4 0 0 0 0))
             (local.set $q (i32.const 0))
@@ -278,7 +279,7 @@
         (block $rest_done
           (loop $rest
             (br_if $rest_done (i32.ge_s (local.get $j) (local.get $n)))
-            (f32.store (local.get $pc) (call $dot (local.get $pa) (i32.add (local.get $w) (i32.mul (local.get $j) (local.get $rk)))
+            (f32.store (local.get $pc) (call $dot (local.get $pa) (i32.add (local.get $w) (i32.mul (local.get $j) (local.get $rw)))
                                                   (local.get $kb) (local.get $rk)))
             (local.set $pc (i32.add (local.get $pc) (i32.const 4)))
             (local.set $j (i32.add (local.get $j) (i32.const 1)))
