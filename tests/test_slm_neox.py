@@ -279,8 +279,8 @@ def test_every_hook_matches_transformer_lens(name, tmp_path, tokenizer):
         n_layers=hc.num_hidden_layers, n_ctx=hc.max_position_embeddings, eps=hc.layer_norm_eps,
         d_vocab=hc.vocab_size, act_fn=hc.hidden_act, parallel_attn_mlp=hc.use_parallel_residual,
         positional_embedding_type="rotary", rotary_adjacent_pairs=False, rotary_dim=r,
-        rotary_base=hc.rope_parameters["rope_theta"], normalization_type="LN", original_architecture="GPTNeoXForCausalLM",
-        use_attn_result=True, device="cpu", dtype=torch.float32)
+        rotary_base=hc.rope_parameters["rope_theta"], normalization_type="LN",
+        original_architecture="GPTNeoXForCausalLM", use_attn_result=True, device="cpu", dtype=torch.float32)
     with warnings.catch_warnings():  # 3.x says HookedTransformer goes in 4.0: it is what the tutorials use
         warnings.simplefilter("ignore", DeprecationWarning)
         tl = HookedTransformer(tl_cfg)

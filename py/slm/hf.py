@@ -1,6 +1,6 @@
 """Hugging Face checkpoints as slm Models: `GPT2LMHeadModel`, `LlamaForCausalLM` and `GPTNeoXForCausalLM` (Pythia)
-from `config.json`, safetensors
-weights (one file or shards with their index) and `tokenizer.json` (or GPT-2's `vocab.json` + `merges.txt`).
+from `config.json`, safetensors weights (one file or shards with their index) and `tokenizer.json` (or GPT-2's
+`vocab.json` + `merges.txt`).
 
 The files come from a folder, a zip (its path or bytes) or a mapping {file name: bytes} (what a web page hands
 over); file names are matched by their last path part, so a zipped or dropped folder works too. Weights are read

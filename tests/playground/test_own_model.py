@@ -1,4 +1,4 @@
-"""Own models in the playground (CPython): a GPT-2 and a Llama checkpoint made here by `transformers` and a BPE
+"""Own models in the playground (CPython): GPT-2, Llama and GPT-NeoX checkpoints made here by `transformers` and a BPE
 tokenizer trained by `tokenizers`, loaded as the page loads files, then every view, generation and patching on
 them; a large-vocabulary model whose prompt pass unembeds only the rows the views read; files that are refused."""
 
