@@ -29,6 +29,39 @@ def attention_columns(trace: slm.Trace, layer: int, head: int, labels: Sequence[
     return allowed, hidden
 
 
+# The layer × head summary's measures (key -> the words the view shows): each a number from 0 to 1 per head,
+# averaged over the query rows that have a choice (every row but the first).
+HEAD_MEASURES = {
+    "previous": "reads the previous token",
+    "first": "reads the first token",
+    "spread": "spreads its attention (entropy ÷ its maximum)",
+    "distance": "reads far back (distance ÷ position)",
+}
+
+
+def head_summary(trace: slm.Trace, measure: str) -> np.ndarray:
+    """(n_layers, n_heads): one HEAD_MEASURES number per head, from every layer's attention at once."""
+    attention = np.stack([layer.attention for layer in trace.layers])  # (L, H, T, T)
+    n = attention.shape[-1]
+    if n < 2:
+        return np.zeros(attention.shape[:2])
+    rows = attention[:, :, 1:, :]  # query rows 1..T-1
+    query = np.arange(1, n)
+    if measure == "previous":
+        values = attention[:, :, query, query - 1]
+    elif measure == "first":
+        values = rows[..., 0]
+    elif measure == "spread":
+        entropy = -np.sum(np.where(rows > 0, rows * np.log(np.where(rows > 0, rows, 1.0)), 0.0), axis=-1)
+        values = entropy / np.log(query + 1)  # a causal row q may spread over q + 1 keys
+    elif measure == "distance":
+        back = (query[:, None] - np.arange(n)[None, :]).clip(min=0)  # q - k for the keys it may read
+        values = np.sum(rows * back, axis=-1) / query
+    else:
+        raise ValueError(f"unknown measure {measure!r}: one of {', '.join(HEAD_MEASURES)}")
+    return values.mean(axis=-1)
+
+
 def top_tokens(probs: np.ndarray, vocab: Sequence[str], k: int = 10) -> tuple[list[str], np.ndarray]:
     """The k most likely tokens (most likely first) and their probabilities. Labels are unique (a chart's
     categories must be): a token that looks like an earlier one gets its id appended."""
@@ -62,6 +95,24 @@ def attribution(model: slm.Model, trace: slm.Trace, position: int) -> Attributio
     target = int(np.argmax(trace.probs[trace.logit_row(position)]))
     contributions = slm.attribution.direct_logit_attribution(model, trace, position, target)
     return Attribution(target, list(contributions), np.array(list(contributions.values())))
+
+
+def layer_totals(names: Sequence[str], values: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """Direct contributions summed per layer's attention (its heads and output bias: "L3 attention") and per
+    layer's FFN (with its bias: "L3 FFN"); the embedding, positions and final norm's bias stay as they are. The
+    sums keep the total: a model with many heads shows 2 bars a layer instead of one per head."""
+    totals: dict[str, float] = {}
+    for name, value in zip(names, values, strict=True):
+        layer, _, part = name.partition(".")
+        if layer.startswith("L") and layer[1:].isdigit() and part:
+            name = f"{layer} {'FFN' if part.startswith('ffn') else 'attention'}"
+        totals[name] = totals.get(name, 0.0) + float(value)
+    return list(totals), np.array(list(totals.values()))
+
+
+def block_outputs(stages: Sequence[str]) -> list[int]:
+    """The indices of the stages a model with many layers shows: x and each block's output y (not each h)."""
+    return [k for k, name in enumerate(stages) if k == 0 or name.endswith(".y")]
 
 
 def residual_norms(trace: slm.Trace, position: int) -> tuple[list[str], np.ndarray]:

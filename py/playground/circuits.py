@@ -72,15 +72,38 @@ def probe_scores(model: slm.Model, tokenizer: slm.WordTokenizer) -> dict[str, ro
         return _PROBE_CACHE["scores"]
     numbers = noun_numbers(model)
     vocab = tokenizer.vocab
+    probes = probe_prompts(model, tokenizer)
+    patterns = _attention_patterns(model, [ids for prompts in probes.values() for ids in prompts])
     scores = {}
     for role in roles.ROLES:
         per = []
-        for ids in probe_prompts(model, tokenizer).get(role, []):
-            trace = model.forward(np.asarray(ids))
-            per.append(roles.score_targets(trace, roles.role_targets(role, [vocab[i] for i in ids], numbers)))
+        for ids in probes.get(role, []):
+            per.append(roles.score_targets(patterns[tuple(ids)],
+                                           roles.role_targets(role, [vocab[i] for i in ids], numbers)))
         scores[role] = roles.mean_scores(per) if per else _nothing(model)
     _PROBE_CACHE.update(model=model, scores=scores)
     return scores
+
+
+class _Pattern(NamedTuple):
+    """What roles.score_targets reads of a trace: one sequence's tokens and its (L, H, T, T) attention."""
+
+    tokens: np.ndarray
+    attention: np.ndarray
+
+
+def _attention_patterns(model: slm.Model, prompts: list[list[int]]) -> dict[tuple[int, ...], _Pattern]:
+    """Each distinct prompt's attention, from one batched pass per prompt length (the roles share their
+    probes: GPT-2 small's shape ran 36 passes for 12 prompts) that unembeds one row only (a 50k vocabulary)."""
+    by_length: dict[int, list[tuple[int, ...]]] = {}
+    for ids in dict.fromkeys(tuple(p) for p in prompts):
+        by_length.setdefault(len(ids), []).append(ids)
+    patterns = {}
+    for group in by_length.values():
+        attention = model.forward(np.asarray(group), output_positions=-1).attention  # (B, L, H, T, T)
+        for k, ids in enumerate(group):
+            patterns[ids] = _Pattern(np.asarray(ids), attention[k])
+    return patterns
 
 
 def _nothing(model: slm.Model) -> roles.RoleScore:
@@ -118,26 +141,29 @@ def show_me(model: slm.Model, tokenizer: slm.WordTokenizer, role: str) -> Exampl
 SCORE_COLUMNS = ("x", "y", "row", "head", "score", "color_score", "text", "role", "role_title", "layer", "n")
 
 
-def row_count(n_layers: int) -> int:
+def row_count(n_layers: int, shown: Sequence[str] = roles.ROLES) -> int:
     """Rows of the roles × layers heatmap: each role's layers, and an empty row between roles."""
-    return len(roles.ROLES) * (n_layers + 1) - 1
+    return len(shown) * (n_layers + 1) - 1
 
 
-def cell_at(x: float | None, y: float | None, n_layers: int, n_heads: int) -> tuple[str, int, int] | None:
-    """(role, layer, head) of the heatmap cell at data coordinates (x, y), or None off the cells."""
+def cell_at(x: float | None, y: float | None, n_layers: int, n_heads: int,
+            shown: Sequence[str] = roles.ROLES) -> tuple[str, int, int] | None:
+    """(role, layer, head) of the heatmap cell at data coordinates (x, y), or None off the cells; `shown`: the
+    roles drawn, in order (a model with many heads shows one at a time)."""
     if x is None or y is None:
         return None
     head, row = int(np.floor(x + 0.5)), int(np.floor(y + 0.5))
     role_index, layer = divmod(row, n_layers + 1)
-    if not (0 <= head < n_heads and 0 <= role_index < len(roles.ROLES) and layer < n_layers and row >= 0):
+    if not (0 <= head < n_heads and 0 <= role_index < len(shown) and layer < n_layers and row >= 0):
         return None
-    return roles.ROLES[role_index], layer, head
+    return shown[role_index], layer, head
 
 
-def score_columns(scores: dict[str, roles.RoleScore], n_layers: int, n_heads: int) -> dict:
+def score_columns(scores: dict[str, roles.RoleScore], n_layers: int, n_heads: int,
+                  shown: Sequence[str] = roles.ROLES) -> dict:
     """One ColumnDataSource dict for the roles × layers × heads heatmap: x = head, y = row (see cell_at)."""
     cols: dict[str, list] = {k: [] for k in SCORE_COLUMNS}
-    for k, role in enumerate(roles.ROLES):
+    for k, role in enumerate(shown):
         score = scores[role]
         for i in range(n_layers):
             for j in range(n_heads):

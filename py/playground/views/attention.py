@@ -3,6 +3,10 @@
 Rows are query positions (the token that is reading), columns key positions (the tokens it may read). A cell's
 colour is the softmax weight `attention`; masked cells (a future token under the causal mask) are hatched grey,
 never drawn as a weight of 0. Figures are built once per model shape; a new prompt only replaces source data.
+
+A model with many heads (common.many_heads: GPT-2 small's 144) gets a summary first: one layer × head chart, a
+cell per head coloured by a measure of its pattern (analysis.HEAD_MEASURES), then the selected layer's heads as
+small multiples (one row of figures, refilled when the layer changes) and the selected head large.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from .common import (
     caption,
     esc,
     label_axis,
+    many_heads,
     patches_bokeh,
     save_tool,
     small_figure,
@@ -41,6 +46,7 @@ HOVER = [("query", "@query_token (position @query)"), ("key", "@key_token (posit
          ("weight", "@weight{0.0000}")]
 SLANT = 1.0  # radians: key labels of a short prompt, slanted
 SLANTED_MAX = 12  # more tokens than this: vertical key labels (large view); no labels (small multiples)
+SUMMARY_HOVER = [("head", "layer @layer · head @head"), ("measure", "@text"), ("reads most", "@reads")]
 MASKED_HOVER = [("query", "@query_token (position @query)"), ("key", "@key_token (position @key)"),
                 ("weight", "masked: a future token")]
 
@@ -95,6 +101,81 @@ class Heatmap:
 
     def select_row(self, position: int, n: int) -> None:
         self.row.update(bottom=position - 0.5, top=position + 0.5, left=-0.5, right=n - 0.5)
+
+
+class LayerGrid:
+    """One layer's heads as thumbnails in a single figure (a model with many heads): head j's heatmap is the block
+    at column j % columns, row j // columns, GAP cells apart. One figure fed with data, whatever the layer."""
+
+    GAP = 1.5
+
+    def __init__(self, mapper: LinearColorMapper) -> None:
+        self.cells = ColumnDataSource(data=_empty() | {"x": [], "y": [], "head": []})
+        self.masked = ColumnDataSource(data=_empty() | {"x": [], "y": [], "head": []})
+        self.names = ColumnDataSource(data=dict(x=[], y=[], text=[]))
+        self.frame = ColumnDataSource(data=dict(x=[], y=[], size=[]))
+        self.fig = small_figure(sizing_mode="stretch_width", min_width=260, max_width=640, height=300,
+                                x_range=Range1d(0, 1), y_range=Range1d(1, 0), name="attention-layer")
+        fig = self.fig
+        fig.rect("x", "y", 1, 1, source=self.cells, fill_color={"field": "weight", "transform": mapper},
+                 line_color=None, name="cells")
+        fig.rect("x", "y", 1, 1, source=self.masked, fill_color=MASKED_FILL, line_color=None, name="masked")
+        fig.rect("x", "y", "size", "size", source=self.frame, fill_alpha=0.0, line_color="#D55E00", line_width=3)
+        fig.text("x", "y", text="text", source=self.names, text_font_size="11px", text_baseline="bottom",
+                 text_color="#222222")
+        fig.add_tools(HoverTool(renderers=[fig.select_one({"name": "cells"})],
+                                tooltips=[("head", "@head"), *HOVER]))
+        fig.axis.visible = False
+        fig.grid.visible = False
+        fig.outline_line_color = None
+
+    def layout(self, n_heads: int) -> tuple[int, int]:
+        """(columns, rows) of the thumbnails: as square as it gets (12 heads: 4 × 3; 9: 3 × 3)."""
+        columns = int(np.ceil(np.sqrt(n_heads)))
+        return columns, int(np.ceil(n_heads / columns))
+
+    def update(self, trace: slm.Trace, layer: int, labels: list[str], selected: int | None) -> None:
+        n_heads, n = trace.layers[layer].attention.shape[0], len(labels)
+        columns, rows = self.layout(n_heads)
+        step = n + self.GAP
+        allowed, hidden = {}, {}
+        for j in range(n_heads):
+            a, h = analysis.attention_columns(trace, layer, j, labels)
+            for part, columns_of in ((a, allowed), (h, hidden)):
+                part["x"] = part["key"] + (j % columns) * step
+                part["y"] = part["query"] + (j // columns) * step
+                part["head"] = np.full(len(part["key"]), j)
+                for name, column in part.items():
+                    columns_of.setdefault(name, []).append(column)
+        self.cells.data = {name: np.concatenate(parts) for name, parts in allowed.items()}
+        self.masked.data = {name: np.concatenate(parts) for name, parts in hidden.items()} if hidden else (
+            _empty() | {"x": [], "y": [], "head": []})
+        self.names.data = dict(x=[(j % columns) * step - 0.5 for j in range(n_heads)],
+                               y=[(j // columns) * step - 0.6 for j in range(n_heads)],
+                               text=[f"H{j}" for j in range(n_heads)])
+        width, height = columns * step - self.GAP, rows * step - self.GAP
+        self.fig.x_range.update(start=-0.5, end=width - 0.5)
+        self.fig.y_range.update(start=height - 0.5, end=-0.5 - 0.12 * step)  # room for the names above
+        self.fig.height = int(60 + 420 * rows / columns)
+        self.select(selected, n_heads, n)
+
+    def select(self, head: int | None, n_heads: int, n: int) -> None:
+        columns, _ = self.layout(n_heads)
+        step = n + self.GAP
+        if head is None:
+            self.frame.data = dict(x=[], y=[], size=[])
+        else:
+            centre = (n - 1) / 2
+            self.frame.data = dict(x=[(head % columns) * step + centre], y=[(head // columns) * step + centre],
+                                   size=[n + 0.4])
+
+    def head_at(self, x: float, y: float, n_heads: int, n: int) -> int | None:
+        columns, _ = self.layout(n_heads)
+        step = n + self.GAP
+        column, row = int(np.floor((x + 0.5) / step)), int(np.floor((y + 0.5) / step))
+        inside = (x + 0.5) - column * step < n and (y + 0.5) - row * step < n
+        head = row * columns + column
+        return head if inside and 0 <= column < columns and 0 <= head < n_heads else None
 
 
 # What the referent head's hint offers when the prompt has no pronoun in it.
@@ -171,9 +252,11 @@ class AttentionView(View):
         # A tap (or click) on a cell of the large heatmap writes its value here: touch screens have no hover.
         self.large.fig.on_event(Tap, self._on_cell_tap)
         self.large_title = title("", level=3)
+        self._build_summary()
+        self.layers_title = title("Every head", level=3)
         self.layers_pane = pn.Column(sizing_mode="stretch_width", margin=0)
         self.grid_text = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width")
-        self.grid = pn.Column(title("Every head", level=3), self.layers_pane, self.grid_text,
+        self.grid = pn.Column(self.summary, self.layers_title, self.layers_pane, self.grid_text,
                               sizing_mode="stretch_width", max_width=820)
         self.large_pane = pn.pane.Bokeh(self.large.fig, margin=(0, 10), sizing_mode="stretch_width")
         self.readout = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width", min_height=24)
@@ -184,8 +267,11 @@ class AttentionView(View):
         self.hint_button.on_click(lambda _: show_referent_head(state))
         self.hint = pn.Column(self.hint_text, self.hint_button, visible=False, sizing_mode="stretch_width")
         self.shape: tuple[int, int] | None = None
-        self.small: dict[tuple[int, int], Heatmap] = {}
-        self.head_buttons: dict[tuple[int, int], pn.widgets.Button] = {}
+        self.many = False  # summary first (many_heads), with one layer's heads as small multiples
+        # The small multiples, slot by slot (every head, or the shown layer's heads), and the heads they show.
+        self.slots: list[tuple[Heatmap, pn.widgets.Button]] = []
+        self.slot_heads: list[tuple[int, int]] = []
+        self.layer_grid: LayerGrid | None = None  # many heads: the selected layer's heads, one figure
         head_select = pn.widgets.Select(label="Head shown large", options=[], width=170, margin=(0, 10))
         self.head_select = head_select
         head_select.param.watch(self._on_head_select, "value")
@@ -209,46 +295,103 @@ class AttentionView(View):
 
     # ---- building (only when the model's shape changes) ----
 
+    def _build_summary(self) -> None:
+        """The layer × head chart of a model with many heads (hidden otherwise): one cell per head."""
+        self.summary_source = ColumnDataSource(data=dict(x=[], y=[], value=[], text=[], layer=[], head=[],
+                                                         reads=[]))
+        fig = small_figure(sizing_mode="stretch_width", min_width=260, max_width=640, height=300,
+                           x_range=Range1d(-0.5, 0.5), y_range=Range1d(0.5, -0.5), name="attention-summary")
+        fig.rect("x", "y", 0.94, 0.94, source=self.summary_source, line_color=None,
+                 fill_color={"field": "value", "transform": self.mapper})
+        fig.add_tools(HoverTool(tooltips=SUMMARY_HOVER))
+        fig.add_layout(ColorBar(color_mapper=self.mapper, width=10, major_label_text_font_size="10px"), "right")
+        fig.grid.visible = False
+        fig.xaxis.axis_label, fig.yaxis.axis_label = "head", "layer"
+        self.summary_box = BoxAnnotation(left=-0.5, right=0.5, bottom=-0.5, top=0.5, fill_alpha=0.0,
+                                         line_color="#D55E00", line_width=3)
+        fig.add_layout(self.summary_box)
+        fig.on_event(Tap, self._on_summary_tap)
+        self.summary_fig = save_tool(fig, "attention-every-head")
+        self.measure = pn.widgets.Select(label="Colour each head by how much it", width=300, margin=(0, 10),
+                                         options={words: key for key, words in analysis.HEAD_MEASURES.items()})
+        self.measure.param.watch(lambda _: self._update_summary(), "value")
+        self.summary_text = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width")
+        self.summary = pn.Column(
+            title("Every head at a glance", level=3),
+            caption("One cell per head, averaged over every token of the prompt. Click or tap a cell (or choose "
+                    "a head's name below) to draw its layer's heads and the head itself large."),
+            self.measure, pn.pane.Bokeh(fig, margin=(0, 10), sizing_mode="stretch_width"), self.summary_text,
+            sizing_mode="stretch_width", visible=False)
+
     def _build_grid(self, n_layers: int, n_heads: int) -> None:
         size = 150 if n_heads > 2 else 170  # two to a row on a 360-px phone
-        self.small, self.head_buttons = {}, {}
+        self.many = many_heads(n_layers, n_heads)
+        self.slots = []
         layers = []
-        for i in range(n_layers):
+        if self.many and self.layer_grid is None:
+            self.layer_grid = LayerGrid(self.mapper)
+            self.layer_grid.fig.on_event(Tap, self._on_layer_tap)
+            save_tool(self.layer_grid.fig, "attention-layer")
+        if self.many:
+            layers.append(pn.pane.Bokeh(self.layer_grid.fig, margin=(0, 10), sizing_mode="stretch_width"))
+        for i in range(0 if self.many else n_layers):
             cells = []
             for j in range(n_heads):
+                slot = len(self.slots)
                 heatmap = Heatmap(self.mapper, self.x_range, self.y_range, size, large=False)
-                heatmap.fig.on_event(Tap, partial(self._on_tap, i, j))
-                self.small[(i, j)] = heatmap
+                heatmap.fig.on_event(Tap, partial(self._on_slot, slot))
                 # The head's name is a real button: keyboards, screen readers and fingers choose it.
                 button = pn.widgets.Button(label=f"layer {i} · head {j}", color="light", width=size,
                                            margin=(0, 0, 2, 0), css_classes=["pg-head-button"])
-                button.on_click(partial(self._on_tap, i, j))
-                self.head_buttons[(i, j)] = button
+                button.on_click(partial(self._on_slot, slot))
+                self.slots.append((heatmap, button))
                 cells.append(pn.Column(button, pn.pane.Bokeh(heatmap.fig, margin=0), margin=(2, 4)))
             # One row per layer: on a wide screen all heads of a layer side by side, on a phone they wrap.
             layers.append(wrap_row(*cells, styles={"flex-wrap": "wrap"}))
         self.layers_pane.objects = layers
+        self.summary.visible = self.many
+        if self.many:
+            self._shape_summary(n_layers, n_heads)
         # The grid asks for the width of a whole layer in one row (the large head goes beside it if there is
-        # room, else below), and shrinks on a phone, where the heads wrap.
-        self.grid.styles = {"flex": f"0 1 {n_heads * (size + 8) + 24}px"}
+        # room, else below), and shrinks on a phone, where the heads wrap. Many heads: the summary's width.
+        basis = 460 if self.many else n_heads * (size + 8) + 24
+        self.grid.styles = {"flex": f"0 1 {basis}px"}
         self.head_select.options = {f"layer {i} · head {j}": (i, j) for i in range(n_layers) for j in range(n_heads)}
         self.shape = (n_layers, n_heads)
+
+    def _shape_summary(self, n_layers: int, n_heads: int) -> None:
+        fig = self.summary_fig
+        fig.x_range.update(start=-0.5, end=n_heads - 0.5)
+        fig.y_range.update(start=n_layers - 0.5, end=-0.5)
+        label_axis(fig.xaxis[0], [f"H{j}" for j in range(n_heads)])
+        label_axis(fig.yaxis[0], [f"L{i}" for i in range(n_layers)])
+        fig.height = 80 + max(14, min(26, 420 // n_layers)) * n_layers  # ~14 px a row at 30 layers
+
+    def _heads_shown(self) -> list[tuple[int, int]]:
+        """The head each small multiple shows: every head, or (many heads) the selected layer's."""
+        n_layers, n_heads = self.shape
+        if self.many:
+            return [(self.state.layer, j) for j in range(n_heads)]
+        return [(i, j) for i in range(n_layers) for j in range(n_heads)]
+
+    @property
+    def small(self) -> dict[tuple[int, int], Heatmap]:
+        """(layer, head) -> the small multiple drawing it now."""
+        return {head: heatmap for (heatmap, _), head in zip(self.slots, self.slot_heads, strict=False)}
 
     # ---- updating ----
 
     @patches_bokeh
     def update(self, *_: object) -> None:
         state = self.state
-        cfg, trace, labels = state.model.cfg, state.trace, state.tokens.labels
+        cfg, labels = state.model.cfg, state.tokens.labels
         if self.shape != (cfg.n_layers, cfg.n_heads):
             self._build_grid(cfg.n_layers, cfg.n_heads)
-        n, position = len(labels), state.selected_position
+        n = len(labels)
         self.x_range.update(start=-0.5, end=n - 0.5)
         self.y_range.update(start=n - 0.5, end=-0.5)
-        show_small_labels = n <= SLANTED_MAX
-        for (i, j), heatmap in self.small.items():
-            allowed, hidden = analysis.attention_columns(trace, i, j, labels)
-            heatmap.update(allowed, hidden, labels, position, show_small_labels)
+        self.slot_heads = []
+        self._update_small()
         # The large view has its own ranges so its size can follow the prompt length.
         # ~18 px per row at the full context of 32 (an 11-px label each), and at most 700 px wide with the colour
         # bar, so that the view still fits an 800-px embed.
@@ -257,8 +400,55 @@ class AttentionView(View):
         self.large.fig.x_range.update(start=-0.5, end=n - 0.5)
         self.large.fig.y_range.update(start=n - 0.5, end=-0.5)
         self._update_large()
-        self._update_grid_text()
+        self._update_summary()
         self._update_hint()
+
+    def _update_small(self) -> None:
+        """Fill the small multiples with the heads they show now."""
+        state = self.state
+        labels, position = state.tokens.labels, state.selected_position
+        show_small_labels = len(labels) <= SLANTED_MAX
+        heads = self._heads_shown()
+        if self.many:
+            self.layer_grid.update(state.trace, state.layer, labels, state.head)
+        for (heatmap, button), (i, j) in zip(self.slots, [] if self.many else heads, strict=True):
+            allowed, hidden = analysis.attention_columns(state.trace, i, j, labels)
+            heatmap.update(allowed, hidden, labels, position, show_small_labels)
+            if button.label != (name := f"layer {i} · head {j}"):
+                button.label = name
+        self.slot_heads = heads
+        if self.many:
+            self.layers_title.object = (f"<h3 class='pg-title'>Layer {state.layer}: its {len(heads)} heads</h3>")
+        self._update_grid_text()
+
+    @patches_bokeh
+    def _update_summary(self) -> None:
+        if not self.many:
+            return
+        state = self.state
+        labels, position = state.tokens.labels, state.selected_position
+        values = analysis.head_summary(state.trace, self.measure.value)
+        n_layers, n_heads = values.shape
+        layer, head = np.divmod(np.arange(n_layers * n_heads), n_heads)
+        reads = np.stack([lay.attention[:, position].argmax(axis=-1) for lay in state.trace.layers])  # (L, H)
+        flat = values.ravel()
+        self.summary_source.data = dict(
+            x=head, y=layer, value=flat, text=[f"{v:.2f}" for v in flat], layer=layer, head=head,
+            reads=[f"{esc(labels[k])} (position {k})" for k in reads.ravel()])
+        words = analysis.HEAD_MEASURES[self.measure.value]
+        self.summary_fig.title.text = f"How much each head {words}"
+        best = np.unravel_index(int(np.argmax(values)), values.shape)
+        summary = (f"{n_layers} layers × {n_heads} heads, each coloured by how much it {esc(words)}, from 0 to 1; "
+                   f"the highest: layer {best[0]} · head {best[1]} ({values[best]:.2f}).")
+        rows = [[f"layer {i}", *(float(v) for v in values[i])] for i in range(n_layers)]
+        self.summary_text.object = self.numbers.record(
+            "every head's measure", summary, "Show every head's number",
+            ["layer", *(f"head {j}" for j in range(n_heads))], rows)
+        self._outline_summary()
+
+    def _outline_summary(self) -> None:
+        layer, head = self.state.layer, self.state.head
+        self.summary_box.update(left=head - 0.5, right=head + 0.5, bottom=layer + 0.5, top=layer - 0.5)
 
     def _update_hint(self) -> None:
         """The trained model's training notes name a head that links a pronoun to its noun: say so, say what it
@@ -298,13 +488,15 @@ class AttentionView(View):
         self.large_title.object = (f"<h3 class='pg-title'>layer {state.layer} · head {state.head}, "
                                    f"large</h3>")
         self.head_select.value = (state.layer, state.head)
-        for (i, j), heatmap in self.small.items():
+        if self.many:
+            self.layer_grid.select(state.head, self.shape[1], len(labels))
+        for (heatmap, button), (i, j) in zip(self.slots, [] if self.many else self.slot_heads, strict=True):
             selected = (i, j) == (state.layer, state.head)
             heatmap.fig.outline_line_color = "#D55E00" if selected else "#cccccc"
             heatmap.fig.outline_line_width = 3 if selected else 1
             color = "primary" if selected else "light"
-            if self.head_buttons[(i, j)].color != color:  # a property change costs a patch: only when it changes
-                self.head_buttons[(i, j)].color = color
+            if button.color != color:  # a property change costs a patch: only when it changes
+                button.color = color
         if self.readout.object:
             self.readout.object = ""  # the tapped cell belonged to the previous head or prompt
         self._update_large_text()
@@ -329,29 +521,52 @@ class AttentionView(View):
         state = self.state
         labels, position = state.tokens.labels, state.selected_position
         rows = []
-        for (i, j) in self.small:
+        for (i, j) in self.slot_heads:
             weights = state.trace.layers[i].attention[j, position]
             key = int(np.argmax(weights))
             rows.append([f"layer {i} · head {j}", f"{key} {labels[key]}", float(weights[key])])
-        summary = (f"{len(rows)} heads. For “{esc(labels[position])}” (position {position}), the table lists the "
+        which = f"Layer {state.layer}: {len(rows)}" if self.many else f"{len(rows)}"
+        summary = (f"{which} heads. For “{esc(labels[position])}” (position {position}), the table lists the "
                    "token each head reads most.")
         self.grid_text.object = self.numbers.record("every head", summary, "Show what every head reads",
                                                  ["head", "reads most", "weight"], rows)
 
     @patches_bokeh
     def select_head(self, *_: object) -> None:
+        if self.many and self.slot_heads and self.slot_heads[0][0] != self.state.layer:
+            self._update_small()  # another layer: its heads into the same figures
+        if self.many:
+            self._outline_summary()
         self._update_large()
 
     @patches_bokeh
     def select_position(self, *_: object) -> None:
         n, position = len(self.state.tokens.labels), self.state.selected_position
-        for heatmap in [*self.small.values(), self.large]:
+        for heatmap in [*(heatmap for heatmap, _ in self.slots), self.large]:
             heatmap.select_row(position, n)
         self._update_large_text()
         self._update_grid_text()
+        self._update_summary()  # its "reads most" is the selected token's
 
-    def _on_tap(self, layer: int, head: int, _event: object) -> None:
+    def _on_slot(self, slot: int, _event: object) -> None:
+        layer, head = self.slot_heads[slot]
         self.state.param.update(layer=layer, head=head)
+
+    def _on_layer_tap(self, event: object) -> None:
+        x, y = getattr(event, "x", None), getattr(event, "y", None)
+        if x is None or y is None or self.shape is None:
+            return
+        head = self.layer_grid.head_at(x, y, self.shape[1], len(self.state.tokens.labels))
+        if head is not None:
+            self.state.head = head
+
+    def _on_summary_tap(self, event: object) -> None:
+        x, y = getattr(event, "x", None), getattr(event, "y", None)
+        if x is None or y is None or self.shape is None:
+            return
+        head, layer = round(x), round(y)
+        if 0 <= layer < self.shape[0] and 0 <= head < self.shape[1]:
+            self.state.param.update(layer=layer, head=head)
 
     def _on_cell_tap(self, event: object) -> None:
         """Write the tapped cell's weight under the large heatmap (a polite status: read aloud too)."""

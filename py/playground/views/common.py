@@ -20,6 +20,14 @@ POSITIVE, NEGATIVE = "#0072B2", "#D55E00"  # Okabe-Ito blue / vermillion: distin
 NEUTRAL = "#56B4E9"
 MASKED_FILL, MASKED_HATCH = "#f0f0f0", "#b0b0b0"
 FONT = "11px"
+# Above this many heads (layers × heads) the views summarise first and draw one layer's or one head's detail on
+# demand: 144 small heatmaps took the browser minutes to build and lay out, and no screen shows them readably. The
+# shipped model (16) and the lesson models keep every head on screen.
+MANY_HEADS = 32
+
+
+def many_heads(n_layers: int, n_heads: int) -> bool:
+    return n_layers * n_heads > MANY_HEADS
 
 
 def patches_bokeh(method: Callable[..., Any]) -> Callable[..., Any]:

@@ -1,8 +1,9 @@
 """Heads: what role each attention head plays, scored on this prompt and on a standard probe set.
 
-Two heatmaps with the same layout (a block of layers × heads per role): the score is the attention mass a head
-puts where the role says it should look (slm.roles). A table names each role's strongest head on the probe set,
-with a "show me" button that loads a prompt displaying the role and selects the head in the Attention view.
+Two heatmaps with the same layout (a block of layers × heads per role; a model with many heads, one role at a
+time, chosen in a menu): the score is the attention mass a head puts where the role says it should look
+(slm.roles). A table names each role's strongest head on the probe set, with a "show me" button that loads a prompt
+displaying the role and selects the head in the Attention view.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from .common import (
     esc,
     fit_box,
     label_axis,
+    many_heads,
     patches_bokeh,
     small_figure,
     title,
@@ -51,8 +53,12 @@ class HeadsView(View):
         self.boxes = {fig: chart_box(fig, 360) for fig in (self.prompt_fig, self.probe_fig)}
         self.table = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width")
         self.buttons = wrap_row(margin=(0, 10))  # wraps on a narrow screen
-        self.shape: tuple[int, int] | None = None
+        self.shape: tuple[int, int, tuple[str, ...]] | None = None  # layers, heads, the roles drawn
         self.model_seen: object = None
+        # A model with many heads: one role's layers × heads at a time (five blocks of 30 layers do not fit).
+        self.role = pn.widgets.Select(label="Role shown", value="induction", width=240, margin=(0, 10),
+                                      options={roles.ROLE_TITLES[role]: role for role in roles.ROLES}, visible=False)
+        self.role.param.watch(self.update, "value")
         pn.bind(self.when_shown(self.update), state.param.trace, watch=True)
         self.update()
         self.panel = pn.Column(
@@ -65,7 +71,7 @@ class HeadsView(View):
                     "Each cell is the share of a head's attention that goes where the role says, from 0 to 1: on "
                     "the prompt above, and averaged over held-out probe prompts. Grey: the prompt has no instance "
                     "of the role. Click a cell to select that head in the Attention view."),
-            self.table, self.buttons,
+            self.table, self.buttons, self.role,
             wrap_row(*self.boxes.values(), styles={"flex-wrap": "wrap", "align-items": "flex-start"}),
             pn.pane.HTML(f"<div class='pg-calm'>{WALK}</div>", margin=(0, 10), sizing_mode="stretch_width"),
             name="Heads", sizing_mode="stretch_width",
@@ -77,7 +83,7 @@ class HeadsView(View):
         fig.rect("x", "y", 0.95, 0.95, source=source, line_color=None,
                  fill_color={"field": "color_score", "transform": self.mapper})
         fig.text("x", "y", text="text", source=source, text_align="center", text_baseline="middle",
-                 text_font_size="10px", text_color="text_color")
+                 text_font_size="10px", text_color="text_color", name="numbers")
         fig.add_tools(HoverTool(tooltips=HOVER))
         fig.grid.visible = False
         fig.on_event(Tap, self._on_tap)
@@ -89,26 +95,40 @@ class HeadsView(View):
         cfg = state.model.cfg
         probe = circuits.probe_scores(state.model, state.tokenizer)
         prompt = circuits.prompt_scores(state.model, state.trace, state.tokens.labels)
+        many = many_heads(cfg.n_layers, cfg.n_heads)
+        shown = self.shown
+        self.role.visible = many
         for fig, source, scores in ((self.prompt_fig, self.prompt_source, prompt),
                                     (self.probe_fig, self.probe_source, probe)):
-            data = circuits.score_columns(scores, cfg.n_layers, cfg.n_heads)
+            data = circuits.score_columns(scores, cfg.n_layers, cfg.n_heads, shown)
             data["text_color"] = ["black" if s > 0.55 else ("#333" if s < 0 else "white") for s in data["color_score"]]
-            if self.shape != (cfg.n_layers, cfg.n_heads):
-                rows = circuits.row_count(cfg.n_layers)
+            if self.shape != (cfg.n_layers, cfg.n_heads, shown):
+                rows = circuits.row_count(cfg.n_layers, shown)
                 fig.y_range.update(start=rows - 0.5, end=-0.5)
                 fig.x_range.update(start=-0.5, end=cfg.n_heads - 0.5)
                 label_axis(fig.xaxis[0], [f"H{j}" for j in range(cfg.n_heads)])
                 fig.yaxis[0].ticker = FixedTicker(ticks=sorted(set(data["y"])))
-                fig.yaxis[0].major_label_overrides = dict(zip(data["y"], data["row"], strict=True))
-                fig.height = 60 + 18 * rows
-                fit_box(self.boxes[fig], max(300, 170 + 40 * cfg.n_heads))
+                names = [f"L{layer}" for layer in data["layer"]] if len(shown) == 1 else data["row"]
+                fig.yaxis[0].major_label_overrides = dict(zip(data["y"], names, strict=True))
+                # Many heads: no number written in each cell (12 of them do not fit a phone's row); hover has it.
+                fig.select_one({"name": "numbers"}).visible = not many
+                fig.height = 60 + (14 if many else 18) * rows
+                fit_box(self.boxes[fig], max(300, 170 + (30 if many else 40) * cfg.n_heads))
+            title_text = fig.title.text.split(":")[0]
+            fig.title.text = f"{title_text}: {roles.ROLE_TITLES[shown[0]]}" if len(shown) == 1 else title_text
             source.data = data
-        self.shape = (cfg.n_layers, cfg.n_heads)
+        self.shape = (cfg.n_layers, cfg.n_heads, shown)
         self.table.object = summary_html(probe, prompt)
         if self.model_seen is not state.model:  # the buttons depend on the model only
             self.model_seen = state.model
             self.buttons.objects = [self._button(role, probe[role]) for role in circuits.FOUR_ROLES
                                     if probe[role].n]
+
+    @property
+    def shown(self) -> tuple[str, ...]:
+        """The roles drawn: all of them, or (many heads) the one chosen."""
+        cfg = self.state.model.cfg
+        return (self.role.value,) if many_heads(cfg.n_layers, cfg.n_heads) else tuple(roles.ROLES)
 
     def _button(self, role: str, score: roles.RoleScore) -> pn.widgets.Button:
         layer, head = roles.strongest(score)
@@ -119,7 +139,8 @@ class HeadsView(View):
 
     def _on_tap(self, event: object) -> None:
         cfg = self.state.model.cfg
-        cell = circuits.cell_at(getattr(event, "x", None), getattr(event, "y", None), cfg.n_layers, cfg.n_heads)
+        cell = circuits.cell_at(getattr(event, "x", None), getattr(event, "y", None), cfg.n_layers, cfg.n_heads,
+                                self.shown)
         if cell is not None:
             self.state.param.update(layer=cell[1], head=cell[2])
 

@@ -4,12 +4,17 @@ The residual stream runs down the left as a line. The token and its position ent
 heads and then its feed-forward network are nodes to its right, each joined to it by a line where it adds its
 write; the final norm and the unembedding close it. A node's colour and size are its direct contribution to the
 predicted token's logit (analysis.model_map: the same numbers as the residual view's bars), and each head says
-where it attends. Tapping or clicking a node (or choosing it in the list, by keyboard) opens its detail."""
+where it attends. Tapping or clicking a node (or choosing it in the list, by keyboard) opens its detail.
+
+A model with many heads (common.many_heads) is drawn one row per block: its attention (every head and the output
+bias summed, naming its strongest head) and its FFN, labelled to their right; the list and the table keep every
+head, and a tap on a block's attention opens its strongest head."""
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import panel as pn
 from bokeh.models import ColumnDataSource, HoverTool, Range1d, TapTool
 
@@ -23,6 +28,7 @@ from .common import (
     caption,
     esc,
     label_axis,
+    many_heads,
     patches_bokeh,
     save_tool,
     small_figure,
@@ -31,10 +37,35 @@ from .common import (
 )
 
 ROW_PX = 100  # height of one row of nodes (labels above and below them)
+ROW_PX_MANY = 40  # many heads: one row per block, labels beside the nodes
+FFN_X_MANY = 2.7  # where a block's FFN node sits beside its attention node (room for the attention's label)
 UNKNOWN = "#b8b8b8"  # a node without an exact contribution (post-norm)
 
 
+def per_block(nodes: list[analysis.MapNode], trace: object, position: int) -> list[analysis.MapNode]:
+    """The map's nodes with each block's heads (and attention bias) as one "attn" node and its FFN (and bias) as
+    one "ffn" node: contributions summed, the write being the block's whole attn_out / ff_out at `position`. An
+    attn node's name, `reads` and `weight` are its strongest head's: its name, number and contribution (or write,
+    post-norm)."""
+    out = [n for n in nodes if n.kind in ("embed", "pos")]
+    for i, layer in enumerate(trace.layers):
+        parts = [n for n in nodes if n.layer == i and n.kind in ("head", "bias", "ffn")]
+        heads = [n for n in parts if n.kind == "head"]
+        exact = not any(math.isnan(n.contribution) for n in heads)
+        best = max(heads, key=lambda n: abs(n.contribution) if exact else n.write)
+        attn = [n for n in parts if n.kind == "head" or n.name.endswith("attn.b_o")]
+        ffn = [n for n in parts if n not in attn]
+        out.append(analysis.MapNode(best.name, "attn", i, 0, sum(n.contribution for n in attn),
+                                    float(np.linalg.norm(layer.attn_out[position])), best.index,
+                                    best.contribution if exact else best.write))
+        out.append(analysis.MapNode(f"L{i}.ffn", "ffn", i, 1, sum(n.contribution for n in ffn),
+                                    float(np.linalg.norm(layer.ff_out[position])), -1, float("nan")))
+    return out + [n for n in nodes if n.kind == "norm"]
+
+
 def node_label(node: analysis.MapNode, labels: list[str]) -> str:
+    if node.kind == "attn":
+        return f"attention {node.contribution:+.2f}\nH{node.reads} {node.weight:+.2f}".replace("+nan", "")
     short = {"embed": "token", "pos": "position", "ffn": "FFN", "norm": "norm bias" if node.name == "norm_f.bias"
              else "final norm"}.get(node.kind, node.name.split(".", 1)[-1])
     value = "" if math.isnan(node.contribution) else f" {node.contribution:+.2f}"
@@ -52,7 +83,7 @@ class ModelMapView(View):
         self.numbers = Numbers("model-map")
         self.source = ColumnDataSource(data=dict(x=[], y=[], size=[], color=[], label=[], name=[], part=[],
                                                  contribution=[], value=[], write=[], reads=[], offset=[], valign=[],
-                                                 marker=[]))
+                                                 marker=[], beside=[], align=[]))
         self.links = ColumnDataSource(data=dict(x0=[], y0=[], x1=[], y1=[]))
         self.spine = ColumnDataSource(data=dict(x=[0.0, 0.0], y=[-0.5, 1.0]))
         self.output = ColumnDataSource(data=dict(x=[], y=[], text=[], x_offset=[]))
@@ -74,8 +105,9 @@ class ModelMapView(View):
                             source=self.source, name="nodes", nonselection_fill_alpha=1.0,
                             selection_fill_alpha=1.0, nonselection_line_alpha=1.0)
         # Labels alternate below and above the nodes of a row, so that neighbours' labels never meet on a phone.
-        fig.text("x", "y", text="label", source=self.source, text_align="center", text_baseline="valign",
-                 y_offset="offset", text_font_size="10.5px", text_color="#222222", text_line_height=1.1)
+        fig.text("x", "y", text="label", source=self.source, text_align="align", text_baseline="valign",
+                 y_offset="offset", x_offset="beside", text_font_size="10.5px", text_color="#222222",
+                 text_line_height=1.1)
         fig.text(x=0.0, y=-0.55, text=["residual stream ↓"], text_align="left", text_baseline="middle",
                  x_offset=8, text_font_size="11px", text_color="#0b5cab")
         fig.text("x", "y", text="text", source=self.output, text_align="left", text_baseline="middle",
@@ -122,53 +154,65 @@ class ModelMapView(View):
         target, nodes = analysis.model_map(model, trace, position)
         exact = not any(math.isnan(n.contribution) for n in nodes if n.kind != "norm")
         n_layers = len(trace.layers)
+        many = many_heads(n_layers, model.cfg.n_heads)
+        drawn = per_block(nodes, trace, position) if many else nodes
+        rows_per_block = 1 if many else 2
 
         def row_of(node: analysis.MapNode) -> float:
             if node.kind in ("embed", "pos"):
                 return 0.0
             if node.kind == "norm":
-                return 1.0 + 2 * n_layers
+                return 1.0 + rows_per_block * n_layers
+            if many:
+                return 1.0 + node.layer
             return 1.0 + 2 * node.layer + (1 if node.kind == "ffn" or node.name.endswith("ffn.b_out") else 0)
 
-        xs = [1.0 + n.index for n in nodes]
-        ys = [row_of(n) for n in nodes]
-        sizes_from = [abs(n.contribution) for n in nodes] if exact else [n.write for n in nodes]
+        xs = [FFN_X_MANY if many and n.kind == "ffn" else 1.0 + n.index for n in drawn]
+        ys = [row_of(n) for n in drawn]
+        sizes_from = [abs(n.contribution) for n in drawn] if exact else [n.write for n in drawn]
         top = max((v for v in sizes_from if not math.isnan(v)), default=1.0) or 1.0
-        size = [14.0 if math.isnan(v) else 14.0 + 30.0 * math.sqrt(v / top) for v in sizes_from]
+        smallest, span = (10.0, 18.0) if many else (14.0, 30.0)  # many: rows ROW_PX_MANY apart
+        size = [smallest if math.isnan(v) else smallest + span * math.sqrt(v / top) for v in sizes_from]
         color = [UNKNOWN if math.isnan(n.contribution) else (POSITIVE if n.contribution >= 0 else NEGATIVE)
-                 for n in nodes]
+                 for n in drawn]
         rows = sorted(set(ys))
-        last = 2.0 + 2 * n_layers
-        # Below the node (screen y grows downwards), or above it for every second node of a row.
-        above = [n.index % 2 == 1 for n in nodes]
-        offsets = [-(s / 2 + 3) if up else s / 2 + 3 for up, s in zip(above, size, strict=True)]
+        last = 2.0 + rows_per_block * n_layers
+        # Below the node (screen y grows downwards), or above it for every second node of a row; many heads:
+        # beside it.
+        above = [n.index % 2 == 1 for n in drawn]
+        offsets = [0.0 if many else -(s / 2 + 3) if up else s / 2 + 3 for up, s in zip(above, size, strict=True)]
+        beside = [s / 2 + 4 if many else 0.0 for s in size]
         logit = trace.logits[trace.logit_row(position), target]
         self.source.data = dict(
             x=[*xs, 1.0], y=[*ys, last], size=[*size, 26.0], color=[*color, "#f2f5f9"],
-            marker=["circle"] * len(nodes) + ["square"], offset=[*offsets, 16.0],
-            valign=[*("bottom" if up else "top" for up in above), "top"],
-            label=[*(node_label(n, labels) for n in nodes), f"logit {logit:.2f}"],
-            name=[*(n.name for n in nodes), "unembed"], part=[*(n.kind for n in nodes), "unembed"],
-            contribution=[*("—" if math.isnan(n.contribution) else f"{n.contribution:+.4f}" for n in nodes),
+            marker=["circle"] * len(drawn) + ["square"], offset=[*offsets, 16.0], beside=[*beside, 0.0],
+            align=["left" if many else "center"] * len(drawn) + ["center"],
+            valign=[*("middle" if many else "bottom" if up else "top" for up in above), "top"],
+            label=[*(node_label(n, labels) for n in drawn), f"logit {logit:.2f}"],
+            name=[*(n.name for n in drawn), "unembed"], part=[*(n.kind for n in drawn), "unembed"],
+            contribution=[*("—" if math.isnan(n.contribution) else f"{n.contribution:+.4f}" for n in drawn),
                           f"= logit {logit:.4f}"],
-            value=[*(n.contribution for n in nodes), float(logit)],  # the numbers (nan: none), for tests and CSV
-            write=[*("—" if math.isnan(n.write) else f"{n.write:.4f}" for n in nodes), "—"],
-            reads=[*(f"{labels[n.reads]} (position {n.reads}, {n.weight:.2f})" if n.kind == "head" else "—"
-                     for n in nodes), "—"])
+            value=[*(n.contribution for n in drawn), float(logit)],  # the numbers (nan: none), for tests and CSV
+            write=[*("—" if math.isnan(n.write) else f"{n.write:.4f}" for n in drawn), "—"],
+            reads=[*(f"{labels[n.reads]} (position {n.reads}, {n.weight:.2f})" if n.kind == "head" else
+                     f"strongest head: H{n.reads}" if n.kind == "attn" else "—" for n in drawn), "—"])
         self.links.data = dict(x0=[0.0] * (len(rows) + 1), y0=[*rows, last], y1=[*rows, last],
                                x1=[*(max(x for x, y in zip(xs, ys, strict=True) if y == r) for r in rows), 1.0])
         names = {0.0: "input"}
         for i in range(n_layers):
-            names[1.0 + 2 * i], names[2.0 + 2 * i] = f"L{i} heads", f"L{i} FFN"
-        names[1.0 + 2 * n_layers], names[last] = "final norm", "unembed"
+            if many:
+                names[1.0 + i] = f"L{i}"
+            else:
+                names[1.0 + 2 * i], names[2.0 + 2 * i] = f"L{i} heads", f"L{i} FFN"
+        names[1.0 + rows_per_block * n_layers], names[last] = "final norm", "unembed"
         label_axis(self.fig.yaxis[0], [names[row] for row in range(len(names))])  # rows 0..last
         predicted, prob = state.vocab[target], trace.probs[trace.logit_row(position), target]
         self.output.data = dict(x=[1.0], y=[last], text=[f"“{predicted}” {prob:.2f}"], x_offset=[24])
         self.spine.data = dict(x=[0.0, 0.0], y=[-0.5, last])
-        width = max(n.index for n in nodes) + 1
+        width = FFN_X_MANY + 0.8 if many else max(n.index for n in nodes) + 1
         self.x_range.update(start=-0.3, end=width + 0.95)  # the spine's half width on the left
         self.y_range.update(start=last + 0.6, end=-0.8)
-        self.fig.height = int(ROW_PX * (last + 1.2))
+        self.fig.height = int((ROW_PX_MANY if many else ROW_PX) * (last + 1.2)) + (60 if many else 0)
         label = labels[position]
         self.heading.object = (f"<h3 class='pg-title'>Position {position} (“{esc(label)}”) → next: "
                                f"“{esc(predicted)}” ({prob:.4f})</h3>")

@@ -31,7 +31,7 @@ from .common import View, caption, chart_box, esc, fit_box, label_axis, patches_
 
 PALETTE = RdBu11[::-1]  # blue = towards the other run's answer, red = away from it; colour-blind safe pair
 HOVER = [("patch", "@what"), ("metric", "@metric{0.000}"), ("moved", "@moved_text")]
-FIRST = 0.3  # seconds of patching before the view first draws
+FIRST = 0.15  # seconds of patching before the view first draws (the shipped model's grid is done by then)
 STEP = 0.15  # seconds of patching between the page's other events: a click waits at most about this
 REDRAW = 1.0  # seconds between drawings of a grid that is filling in
 # The example per model: the prompt, the one-token change, the two tokens of the metric.
@@ -226,7 +226,7 @@ class PatchingView(View):
             fig.x_range.update(start=-0.5, end=width - 0.5)
             fig.y_range.update(start=cfg.n_layers - 0.5, end=-0.5)
             label_axis(fig.yaxis[0], [f"L{i}" for i in range(cfg.n_layers)])
-            fig.height = max(170, 90 + 34 * cfg.n_layers)
+            fig.height = max(170, 90 + (34 if cfg.n_layers <= 12 else 18) * cfg.n_layers)  # 30 layers: 630 px
         label_axis(self.resid_fig.xaxis[0], labels)
         self.resid_fig.xaxis[0].major_label_orientation = "vertical" if n > 10 else 0.8
         label_axis(self.head_fig.xaxis[0], [f"H{j}" for j in range(cfg.n_heads)])

@@ -1,5 +1,9 @@
 """The residual stream at the selected position: who wrote the predicted token's logit, how long the stream is
-after each sublayer, what it would predict if it stopped early, and (for the lesson model) every coordinate."""
+after each sublayer, what it would predict if it stopped early, and (for the lesson model) every coordinate.
+
+A model with many heads (common.many_heads) gets a bar per layer's attention and FFN instead of one per head (the
+table still lists every head, and the note names the largest), and its stream's length and logit lens after each
+block only, the lens as a column (a row of 30 tokens does not fit a phone)."""
 
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ from .common import (
     View,
     caption,
     esc,
+    many_heads,
     patches_bokeh,
     save_tool,
     small_figure,
@@ -65,10 +70,11 @@ class ResidualView(View):
                                      title="Logit lens: the top token after each step")
         mapper = LinearColorMapper(palette=WEIGHT_PALETTE, low=0, high=1)
         save_tool(self.lens_fig, "logit-lens")
-        self.lens_fig.rect("stage", "row", 0.95, 0.9, source=self.lens_source,
-                           fill_color={"field": "prob", "transform": mapper}, line_color=None)
-        self.lens_fig.text("stage", "row", text="token", source=self.lens_source, text_align="center",
-                           text_baseline="middle", text_color="text_color", text_font_size="12px")
+        self.lens_cells = self.lens_fig.rect("stage", "row", 0.95, 0.9, source=self.lens_source,
+                                             fill_color={"field": "prob", "transform": mapper}, line_color=None)
+        self.lens_words = self.lens_fig.text("stage", "row", text="token", source=self.lens_source,
+                                             text_align="center", text_baseline="middle", text_color="text_color",
+                                             text_font_size="12px")
         self.lens_fig.add_tools(HoverTool(tooltips=[("after", "@stage"), ("top token", "@token"),
                                                     ("probability", "@prob{0.0000}")]))
         self.lens_fig.xaxis.major_label_orientation = 0.8
@@ -121,6 +127,7 @@ class ResidualView(View):
         state = self.state
         model, trace, position, vocab = state.model, state.trace, state.selected_position, state.vocab
         label = state.tokens.labels[position]
+        many = many_heads(model.cfg.n_layers, model.cfg.n_heads)
         result = analysis.attribution(model, trace, position)
         if result is None:
             self.attr_fig.visible = False
@@ -131,12 +138,13 @@ class ResidualView(View):
             self.heading.object = (f"<h3 class='pg-title'>Position {position} (“{esc(label)}”)</h3>")
             self.attr_text.object = ""
         else:
-            names = list(reversed(result.names))  # the embedding on top, the last layer at the bottom
-            values = result.values[::-1]
+            names, values = (analysis.layer_totals(result.names, result.values) if many
+                             else (result.names, result.values))
+            names, values = list(reversed(names)), values[::-1]  # the embedding on top, the last layer at the bottom
             self.attr_fig.visible = True
-            self.attr_note.object = ""
+            self.attr_note.object = self._many_note(result) if many else ""
             self.attr_fig.y_range.factors = names
-            self.attr_fig.height = max(160, 22 * len(names) + 60)
+            self.attr_fig.height = max(160, (15 if many else 22) * len(names) + 60)
             self.attr_source.data = dict(name=names, value=values,
                                          color=[POSITIVE if v >= 0 else NEGATIVE for v in values])
             predicted = vocab[result.target]
@@ -152,10 +160,15 @@ class ResidualView(View):
                 ["component", "contribution"],
                 [[n, float(v)] for n, v in zip(result.names, result.values, strict=True)])
         stages, norms = analysis.residual_norms(trace, position)
+        lens_stages, tokens, probs = analysis.lens(model, trace, position, vocab)
+        if many:  # after each block only
+            keep = analysis.block_outputs(stages)
+            stages, norms = [stages[k] for k in keep], norms[keep]
+            keep = analysis.block_outputs(lens_stages)
+            lens_stages, tokens, probs = [lens_stages[k] for k in keep], [tokens[k] for k in keep], probs[keep]
         self.norm_fig.x_range.factors = stages
         self.norm_source.data = dict(stage=stages, norm=norms)
-        lens_stages, tokens, probs = analysis.lens(model, trace, position, vocab)
-        self.lens_fig.x_range.factors = lens_stages
+        self._shape_lens(lens_stages, column=many)
         self.lens_source.data = dict(stage=lens_stages, row=["top token"] * len(lens_stages), token=tokens,
                                      prob=probs, text_color=["black" if p > 0.55 else "white" for p in probs])
         lens_at = dict(zip(lens_stages, zip(tokens, probs, strict=True), strict=True))
@@ -167,6 +180,30 @@ class ResidualView(View):
             [[stage, float(norm), *((lens_at[stage][0], float(lens_at[stage][1])) if stage in lens_at else ("", ""))]
              for stage, norm in zip(stages, norms, strict=True)])
         self._update_coordinates(position)
+
+    @staticmethod
+    def _many_note(result: analysis.Attribution) -> str:
+        heads = [k for k, name in enumerate(result.names) if ".H" in name]
+        top = sorted(heads, key=lambda k: -abs(result.values[k]))[:5]
+        listed = ", ".join(f"{esc(result.names[k])} ({result.values[k]:+.2f})" for k in top)
+        return (f"<div class='pg-calm'>Each layer's heads are summed into one bar (its attention), and its FFN into "
+                f"another; the table below lists every head. The heads that contribute most: {listed}.</div>")
+
+    def _shape_lens(self, stages: list[str], column: bool) -> None:
+        """The logit lens as a row of cells (stages along x), or as a column (many layers: one stage a row)."""
+        fig = self.lens_fig
+        along, across = ("row", "stage") if column else ("stage", "row")
+        if self.lens_cells.glyph.x != along:
+            for renderer in (self.lens_cells, self.lens_words):
+                renderer.glyph.update(x=along, y=across)
+            fig.xaxis.major_label_orientation = 0.0 if column else 0.8
+            fig.xaxis.visible, fig.yaxis.visible = not column, column
+        if column:
+            fig.x_range.factors, fig.y_range.factors = ["top token"], stages
+            fig.height = 60 + 20 * len(stages)
+        else:
+            fig.x_range.factors, fig.y_range.factors = stages, ["top token"]
+            fig.height = 230
 
     def _update_coordinates(self, position: int) -> None:
         state = self.state
