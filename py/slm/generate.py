@@ -66,6 +66,7 @@ def generate(
     seed: int | None = None,
     stop_ids: Sequence[int] = (),
     use_cache: bool = True,
+    fwd_hooks: Sequence = (),
 ) -> Iterator[Step]:
     """Yield up to max_new_tokens Steps continuing `ids` (stopping after a token in stop_ids).
 
@@ -73,7 +74,10 @@ def generate(
     logits equal a full recomputation of the sequence. Past n_ctx the window slides: the model sees the last
     n_ctx tokens, and since every position's absolute index then changes, the cache is refilled from that window
     at each step (a full forward of n_ctx tokens) instead of failing. use_cache=False recomputes every step (for
-    comparison); so does a non-causal model, whose earlier rows change with every new token."""
+    comparison); so does a non-causal model, whose earlier rows change with every new token.
+
+    `fwd_hooks` (as Model.run_with_hooks takes them) act on every row run, the cached prompt's included: e.g. a
+    steering hook adding a direction at one hook point (slm.sae.steering_hook)."""
     _check_settings(max_new_tokens, temperature, top_k, top_p)
     sequence = [int(i) for i in ids]
     if not sequence:
@@ -85,7 +89,7 @@ def generate(
     # Only the last row's logits are read: the unembedding of every prompt row (d x V each) is skipped.
     use_cache = use_cache and model.cfg.causal
     cache = KVCache(model.cfg.n_layers) if use_cache else None
-    logits = model.forward(sequence[-n_ctx:], cache=cache, output_positions=-1).logits[-1]
+    logits = model.forward(sequence[-n_ctx:], cache=cache, output_positions=-1, fwd_hooks=fwd_hooks).logits[-1]
     for step in range(max_new_tokens):
         probs = softmax(logits.astype(np.float64))
         dist = sampling_distribution(logits, temperature, top_k, top_p)
@@ -96,7 +100,7 @@ def generate(
             return  # no forward pass for a token that will not be asked for
         sequence.append(token)
         if cache is not None and cache.length < n_ctx:
-            logits = model.forward([token], cache=cache, output_positions=-1).logits[-1]
+            logits = model.forward([token], cache=cache, output_positions=-1, fwd_hooks=fwd_hooks).logits[-1]
         else:
             cache = KVCache(model.cfg.n_layers) if use_cache else None
-            logits = model.forward(sequence[-n_ctx:], cache=cache, output_positions=-1).logits[-1]
+            logits = model.forward(sequence[-n_ctx:], cache=cache, output_positions=-1, fwd_hooks=fwd_hooks).logits[-1]

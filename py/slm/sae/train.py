@@ -1,0 +1,262 @@
+"""Training an SAE on a model's activations: the corpus, gathering with run_with_cache, and a Trainer run in chunks.
+
+Input scaling (stated, as SAELens's "expected_average_only_in"): the trainer multiplies every activation by
+s = √d_in / mean‖x‖ (the mean over the gathered rows), so that the objective's λ and learning rate mean the same at
+every layer and model; `Trainer.sae()` folds s into the weights (SAE.folded), so the SAE it returns, saves and
+measures reads raw activations.
+
+Dead features: a feature that has not fired on any of the last `dead_after` rows trained is resampled every
+`resample_every` steps (until 80 % of the run): its decoder row becomes the normalised reconstruction error of a row
+the SAE reconstructs badly (drawn with probability ∝ squared error), its encoder column that direction at the mean
+norm of the live columns, its b_enc 0, and its AdamW moments 0.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..generate import generate
+from ..model import Model
+from ..train.optim import AdamW, lr_at
+from .core import SAE, loss_and_grads
+
+
+def default_hook(model: Model) -> str:
+    """The residual stream after the middle block: blocks.0.hook_resid_post for 2 blocks, blocks.5 for 12."""
+    return f"blocks.{(model.cfg.n_layers - 1) // 2}.hook_resid_post"
+
+
+def _stop_layer(model: Model, hook_name: str) -> int | None:
+    """The first block the hook's value does not depend on (run_with_cache can stop there)."""
+    if hook_name.startswith("blocks."):
+        return min(int(hook_name.split(".")[1]) + 1, model.cfg.n_layers)
+    return 0 if hook_name in ("hook_embed", "hook_pos_embed") else None
+
+
+def corpus_windows(model: Model, n_windows: int, seq_len: int | None = None, seed: int = 0,
+                   text: str | None = None, split: str = "train") -> np.ndarray:
+    """(n_windows, seq_len) token ids to gather activations from (seq_len defaults to the model's n_ctx, at most 128):
+
+    - `text`: the tokenizer's ids of it, cut into windows (repeated when short);
+    - else, for a model whose vocabulary is the grammar's (the shipped model and the lab's): the grammar's
+      documents, as the model was trained on (half the windows start at a document's <start>);
+    - else text the model generates from its first token (temperature 1, seeded)."""
+    seq_len = min(model.cfg.n_ctx, 128) if seq_len is None else seq_len
+    if seq_len > model.cfg.n_ctx:
+        raise ValueError(f"seq_len {seq_len} exceeds the model's n_ctx {model.cfg.n_ctx}")
+    rng = np.random.default_rng(seed)
+    if text is not None:
+        if model.tokenizer is None:
+            raise ValueError("this model has no tokenizer to read text with")
+        ids = np.asarray(model.tokenizer.encode(text).ids, dtype=np.int64)
+        if ids.size == 0:
+            raise ValueError("the text has no tokens")
+        ids = np.tile(ids, math.ceil((seq_len + n_windows) / ids.size) + 1)
+        starts = rng.integers(0, ids.size - seq_len + 1, size=n_windows)
+        return ids[starts[:, None] + np.arange(seq_len)]
+    if _speaks_grammar(model):
+        from ..train.data import TokenStream  # the grammar is big: loaded only for the models that speak it
+
+        stream = TokenStream.generate(split, (n_windows + 4) * seq_len, seed)
+        return stream.windows(rng, n_windows, seq_len, 0.5).astype(np.int64)
+    out = np.empty((n_windows, seq_len), dtype=np.int64)
+    first = 1 if model.cfg.n_vocab > 1 else 0  # the shipped family's <start>; a BPE model's id 1 is as good as any
+    for i in range(n_windows):
+        steps = generate(model, [first], seq_len - 1, seed=int(rng.integers(2**31)))
+        out[i] = [first, *(s.token for s in steps)]
+    return out
+
+
+def _speaks_grammar(model: Model) -> bool:
+    vocab = model.meta.get("vocab")
+    if not isinstance(vocab, list):
+        return False
+    from ..train import corpus
+
+    return vocab == list(corpus.VOCAB)
+
+
+def gather(model: Model, tokens: np.ndarray, hook_name: str, batch: int = 64, dtype: Any = np.float32
+           ) -> np.ndarray:
+    """(N·T, d) activations at `hook_name` of token windows (N, T), every position, row-major (window, position)."""
+    tokens = np.asarray(tokens)
+    stop = _stop_layer(model, hook_name)
+    rows = []
+    for start in range(0, tokens.shape[0], batch):
+        _, cache = model.run_with_cache(tokens[start:start + batch], names=hook_name, stop_at_layer=stop)
+        if hook_name not in cache:
+            raise ValueError(f"no hook point named {hook_name!r} in this model (see Model.hook_names())")
+        value = cache[hook_name]
+        rows.append(value.reshape(-1, value.shape[-1]).astype(dtype))
+    return np.concatenate(rows)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything that decides a training run besides the activations."""
+
+    d_sae: int = 512
+    activation: str = "topk"  # "topk" or "relu"
+    k: int = 8  # TopK's active features per row
+    l1: float = 1.0  # ReLU's λ (on scaled activations: ‖x‖ ≈ √d_in)
+    steps: int = 2000
+    batch_size: int = 1024  # rows per step
+    lr: float = 4e-3
+    warmup: int = 50
+    lr_floor: float = 0.1
+    l1_warmup: int = 200  # ReLU: λ rises linearly over these steps (SAELens's l1_warm_up_steps)
+    resample_every: int = 250
+    dead_after: int = 50_000  # rows without firing before a feature counts as dead
+    seed: int = 0
+
+
+PRESETS = {
+    # the bench's preset (bench/sae_bench.py): the shipped model, d_sae = 8 × 64
+    "shipped-topk": Settings(d_sae=512, activation="topk", k=8, steps=2000, batch_size=1024, lr=4e-3),
+    "shipped-relu": Settings(d_sae=512, activation="relu", l1=1.0, steps=3000, batch_size=1024, lr=2e-3),
+    "quick": Settings(d_sae=256, activation="topk", k=8, steps=300, batch_size=512, lr=5e-3, resample_every=100),
+}
+
+
+class Trainer:
+    """Trains an SAE on activations (N, d_in) in chunks: `step(n)` runs n steps and returns the last record; a UI
+    calls it between frames, reads `history` and `metrics()`, and stops by no longer calling it. `run(chunk)` is the
+    same as a generator. `sae()` is the SAE for raw activations at any point."""
+
+    def __init__(self, activations: np.ndarray, settings: Settings = Settings(), hook_name: str | None = None,
+                 metadata: dict[str, Any] | None = None, dtype: Any = np.float32) -> None:
+        acts = np.asarray(activations, dtype=dtype)
+        if acts.ndim != 2 or acts.shape[0] < 2:
+            raise ValueError(f"activations must be (rows, d_in) with at least 2 rows, got shape {acts.shape}")
+        self.settings = s = settings
+        if s.activation not in ("topk", "relu"):
+            raise ValueError(f"activation must be 'topk' or 'relu', got {s.activation!r}")
+        self.scale = float(math.sqrt(acts.shape[1]) / max(np.linalg.norm(acts, axis=1).mean(), 1e-12))
+        self.x = acts * self.scale
+        self.rng = np.random.default_rng(s.seed)
+        self.model_sae = SAE.init(acts.shape[1], s.d_sae, s.activation, s.k, hook_name, s.seed, dtype,
+                                  b_dec=self.x.mean(axis=0))
+        self.model_sae.metadata.update(metadata or {})
+        self.optimizer = AdamW(self.model_sae.params, betas=(0.9, 0.999), weight_decay=0.0)
+        self.t = 0  # steps taken
+        self.rows_seen = 0
+        self.last_fired = np.zeros(s.d_sae, dtype=np.int64)  # rows_seen when each feature last fired
+        self.history: list[dict[str, float]] = []
+        self.resampled = 0
+        self.seconds = 0.0
+        self._order = self.rng.permutation(self.x.shape[0])
+        self._at = 0
+
+    @property
+    def done(self) -> bool:
+        return self.t >= self.settings.steps
+
+    def _batch(self) -> np.ndarray:
+        n = min(self.settings.batch_size, self.x.shape[0])
+        if self._at + n > self._order.size:
+            self._order, self._at = self.rng.permutation(self.x.shape[0]), 0
+        rows = self._order[self._at:self._at + n]
+        self._at += n
+        return self.x[rows]
+
+    def step(self, n: int = 1) -> dict[str, float]:
+        """Run up to n steps (fewer at the end of the run); return the last step's record
+        {step, loss, mse, l1, fve, l0, lr, dead_fraction}."""
+        s, sae = self.settings, self.model_sae
+        start = time.perf_counter()
+        record: dict[str, float] = self.history[-1] if self.history else {}
+        for _ in range(n):
+            if self.done:
+                break
+            x = self._batch()
+            l1 = s.l1 * min(1.0, (self.t + 1) / max(s.l1_warmup, 1)) if s.activation == "relu" else 0.0
+            loss, parts, grads, f = loss_and_grads(sae, x, l1)
+            # Unit-norm decoder rows: move only along the sphere (drop each row gradient's radial part).
+            w = sae.params["W_dec"]
+            grads["W_dec"] -= np.einsum("ij,ij->i", grads["W_dec"], w)[:, None] * w
+            lr = lr_at(self.t, s.lr, s.warmup, s.steps, s.lr_floor)
+            self.optimizer.step(grads, lr)
+            sae.normalize_decoder()
+            self.rows_seen += x.shape[0]
+            fired = (f > 0).any(axis=0)
+            self.last_fired[fired] = self.rows_seen
+            self.t += 1
+            var = float(((x - x.mean(axis=0)) ** 2).sum()) / x.shape[0]
+            record = {"step": self.t, "loss": loss, "mse": parts["mse"], "l1": parts["l1"],
+                      "fve": 1.0 - parts["mse"] / var, "l0": float((f > 0).sum()) / x.shape[0], "lr": lr,
+                      "dead_fraction": float(self.dead_mask().mean())}
+            self.history.append(record)
+            if (s.resample_every and self.t % s.resample_every == 0 and self.t < 0.8 * s.steps):
+                self.resample()
+        self.seconds += time.perf_counter() - start
+        return record
+
+    def run(self, chunk: int = 50) -> Iterator[dict[str, float]]:
+        """Yield the last record after every `chunk` steps until the run's steps are done."""
+        while not self.done:
+            yield self.step(chunk)
+
+    def dead_mask(self) -> np.ndarray:
+        """Features that have not fired on any of the last `dead_after` rows (none before that many rows)."""
+        if self.rows_seen < self.settings.dead_after:
+            return np.zeros(self.settings.d_sae, dtype=bool)
+        return self.last_fired <= self.rows_seen - self.settings.dead_after
+
+    def resample(self) -> int:
+        """Re-initialise the dead features (see the module's notes); return how many."""
+        dead = np.flatnonzero(self.dead_mask())
+        if dead.size == 0:
+            return 0
+        sae = self.model_sae
+        x = self.x[self.rng.integers(0, self.x.shape[0], size=max(4 * dead.size, 1024))]
+        err = x - sae(x)
+        weight = np.einsum("ij,ij->i", err, err).astype(np.float64)
+        chosen = self.rng.choice(x.shape[0], size=dead.size, replace=dead.size > x.shape[0], p=weight / weight.sum())
+        direction = err[chosen] / np.maximum(np.linalg.norm(err[chosen], axis=1, keepdims=True), 1e-12)
+        alive = np.setdiff1d(np.arange(sae.d_sae), dead)
+        enc_norm = float(np.linalg.norm(sae.W_enc[:, alive], axis=0).mean()) if alive.size else 1.0
+        sae.params["W_dec"][dead] = direction
+        sae.params["W_enc"][:, dead] = direction.T * enc_norm
+        sae.params["b_enc"][dead] = 0.0
+        for moments in (self.optimizer.m, self.optimizer.v):
+            moments["W_dec"][dead] = 0.0
+            moments["W_enc"][:, dead] = 0.0
+            moments["b_enc"][dead] = 0.0
+        self.last_fired[dead] = self.rows_seen  # a fresh chance of `dead_after` rows
+        self.resampled += dead.size
+        return int(dead.size)
+
+    def sae(self) -> SAE:
+        """The SAE as trained so far, for raw activations (the input scaling folded in)."""
+        return self.model_sae.folded(self.scale)
+
+
+def train(model: Model, hook_name: str | None = None, settings: Settings = Settings(), tokens: np.ndarray | None = None,
+          n_windows: int = 2000, seed: int = 0) -> Trainer:
+    """Gather activations at `hook_name` (default: after the middle block) of `tokens` (default: corpus_windows) and
+    train to the end; the Trainer holds the SAE (`.sae()`) and the history."""
+    hook_name = hook_name or default_hook(model)
+    if tokens is None:
+        tokens = corpus_windows(model, n_windows, seed=seed)
+    trainer = Trainer(gather(model, tokens, hook_name), settings, hook_name, metadata_for(model, tokens))
+    for _ in trainer.run():
+        pass
+    return trainer
+
+
+def metadata_for(model: Model, tokens: np.ndarray) -> dict[str, Any]:
+    """SAELens's metadata for an SAE on this model: its name and the context size trained on."""
+    return {"model_name": model.meta.get("name", "slm"), "context_size": int(np.shape(tokens)[-1]),
+            "prepend_bos": False}
+
+
+def settings_with(base: Settings, **changes: Any) -> Settings:
+    """A preset with some fields changed (None values ignored: a CLI's unset options)."""
+    return dataclasses.replace(base, **{k: v for k, v in changes.items() if v is not None})
