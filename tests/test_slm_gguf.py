@@ -1,17 +1,12 @@
-"""slm.load on GGUF files written here with `gguf.GGUFWriter` the way llama.cpp's converter (convert_hf_to_gguf.py)
-writes them, from random-weight `transformers` models: its tensor names (gguf's own TensorNameMap), GPT-2's Conv1D
-weights transposed, Llama's q/k rows permuted per head, 1-D tensors, norms and position embeddings kept in F32, the
-others quantized by `gguf.quants.quantize` (falling back to F16 where a row does not fill a block), and the
-tokenizer's metadata as the converter fills it (GPT-2: tokens, types, merges, pre; Llama: SentencePiece pieces,
-scores and types). Checked: logits against transformers (the F32 file within 1e-4, each quantized file within 1e-4
-of transformers run with the dequantized weights and near the original within a bound per type), greedy
-generation, the tokenizers against the libraries they were written from, the K types through gguf's dequantize,
-and every bad file named in its error."""
+"""slm.load on GGUF files written the way llama.cpp's converter writes them (testkit.gguf_files: gguf.GGUFWriter, its
+tensor names and layouts, Llama's q/k rows permuted, the tokenizer metadata) from random-weight `transformers`
+models. Checked: the F32 file's logits within 1e-4 of transformers' and its greedy generation token for token; each
+quantized file's logits within 1e-4 of transformers run with the weights the file holds (dequantized by gguf), and
+near the unquantized model within a bound per type; the tokenizers against the libraries they were written from
+(`tokenizers`, `sentencepiece`); the K types through gguf's dequantize; every bad file named in its error."""
 
 from __future__ import annotations
 
-import io
-import json
 import random
 import unicodedata
 
@@ -21,38 +16,33 @@ import pytest
 import sentencepiece as spm
 import torch
 from gguf import GGMLQuantizationType as Q
-from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
 import slm
 from slm import gguf_file
-from testkit.trained_tokenizers import CORPUS, gpt2_style, training_text
+from testkit import gguf_files
+from testkit.gguf_files import (
+    VOCAB,
+    gguf_tensors,
+    gpt2_vocab,
+    logits,
+    make_gpt2,
+    make_llama,
+    make_neox,
+    prompt_ids,
+    sentencepiece_vocab,
+    with_weights,
+    write_gguf,
+)
+from testkit.trained_tokenizers import CORPUS, gpt2_style
 
 torch.set_num_threads(1)
-VOCAB = 400
-FILE_TYPES = {Q.F32: gguf.LlamaFileType.ALL_F32, Q.F16: gguf.LlamaFileType.MOSTLY_F16,
-              Q.BF16: gguf.LlamaFileType.MOSTLY_BF16, Q.Q8_0: gguf.LlamaFileType.MOSTLY_Q8_0,
-              Q.Q4_0: gguf.LlamaFileType.MOSTLY_Q4_0, Q.Q4_1: gguf.LlamaFileType.MOSTLY_Q4_1,
-              Q.Q5_0: gguf.LlamaFileType.MOSTLY_Q5_0, Q.Q5_1: gguf.LlamaFileType.MOSTLY_Q5_1}
 # How far each type's logits may be from the unquantized model's: the RMS difference over the logits' standard
 # deviation. Measured here: F16 0.05-0.2 %, BF16 0.4-1.3 %, Q8_0 1.3-4 %, Q5_x 9-34 %, Q4_x 18-63 %. These
 # random models (weights about ten times the usual scale, so that greedy choices are clear) magnify rounding.
 NEAR = {Q.F32: 1e-5, Q.F16: 5e-3, Q.BF16: 0.03, Q.Q8_0: 0.08, Q.Q5_0: 0.5, Q.Q5_1: 0.5, Q.Q4_0: 0.8, Q.Q4_1: 0.8}
 
 
-# ---- the reference models and their tokenizers ----
-
-def spread(model: torch.nn.Module, seed: int) -> torch.nn.Module:
-    """Weights far from the 0.02-std initialisation, so that greedy choices are not near-ties; norm scales near 1."""
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            noise = torch.randn(p.shape, generator=gen)
-            if "ln" in name or "norm" in name:
-                p.copy_(1.0 + 0.2 * noise if name.endswith("weight") else 0.2 * noise)
-            else:
-                p.copy_(noise * (0.5 if p.ndim == 1 else 0.6 / p.shape[-1] ** 0.25))
-    return model.eval()
-
+# ---- the references ----
 
 @pytest.fixture(scope="module")
 def gpt2_tokenizer():
@@ -61,178 +51,7 @@ def gpt2_tokenizer():
 
 @pytest.fixture(scope="module")
 def sentencepiece_model() -> spm.SentencePieceProcessor:
-    """A SentencePiece BPE as Llama's tokenizer.model is made: byte fallback, digits split, no normalization."""
-    out = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(training_text()), model_writer=out, model_type="bpe", vocab_size=VOCAB,
-        byte_fallback=True, split_digits=True, character_coverage=0.98, normalization_rule_name="identity",
-        remove_extra_whitespaces=False, add_dummy_prefix=True, unk_id=0, bos_id=1, eos_id=2, pad_id=-1,
-        minloglevel=2)
-    return spm.SentencePieceProcessor(model_proto=out.getvalue())
-
-
-def make_gpt2(seed: int = 0, **changes) -> GPT2LMHeadModel:
-    spec = dict(n_embd=64, n_layer=2, n_head=4, n_positions=48) | changes
-    return spread(GPT2LMHeadModel(GPT2Config(vocab_size=VOCAB, bos_token_id=0, eos_token_id=0, **spec)), seed)
-
-
-def make_llama(seed: int = 0, **changes) -> LlamaForCausalLM:
-    spec = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
-                num_key_value_heads=2, max_position_embeddings=64, rope_theta=5000.0, rms_norm_eps=1e-5,
-                tie_word_embeddings=False) | changes
-    return spread(LlamaForCausalLM(LlamaConfig(vocab_size=VOCAB, bos_token_id=1, eos_token_id=2, **spec)), seed)
-
-
-# ---- writing GGUF as llama.cpp's converter does ----
-
-def permute(w: np.ndarray, n_head: int) -> np.ndarray:
-    """The converter's Llama q/k reordering: per head, the rows (half 0, half 1) become interleaved pairs."""
-    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
-
-
-def hf_tensors(model: torch.nn.Module) -> dict[str, np.ndarray]:
-    """What save_pretrained writes: every parameter, without a tied head."""
-    state = {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
-    if model.config.tie_word_embeddings:
-        state.pop("lm_head.weight", None)
-    return state
-
-
-def gguf_tensors(model: torch.nn.Module) -> dict[str, np.ndarray]:
-    """The converter's modify_tensors: GGUF names and layouts, in float32."""
-    arch = gguf.MODEL_ARCH.GPT2 if isinstance(model, GPT2LMHeadModel) else gguf.MODEL_ARCH.LLAMA
-    names = gguf.get_tensor_name_map(arch, model.config.num_hidden_layers)
-    out = {}
-    for key, w in hf_tensors(model).items():
-        if arch == gguf.MODEL_ARCH.GPT2 and key.endswith((".c_attn.weight", ".c_proj.weight", ".c_fc.weight")):
-            w = w.T.copy()
-        if key.endswith("q_proj.weight"):
-            w = permute(w, model.config.num_attention_heads)
-        if key.endswith("k_proj.weight"):
-            w = permute(w, model.config.num_key_value_heads)
-        out[names.get_name(key, try_suffixes=(".weight", ".bias"))] = w
-    return out
-
-
-def quantized(name: str, w: np.ndarray, want: Q) -> tuple[Q, np.ndarray]:
-    """The converter's prepare_tensors choice: 1-D tensors, norms and position embeddings in F32, the others in the
-    file's type, F16 where the type's blocks do not fit a row."""
-    qtype = Q.F32 if w.ndim <= 1 or name.endswith("_norm.weight") or name == "position_embd.weight" else want
-    try:
-        return qtype, gguf.quants.quantize(w, qtype)
-    except gguf.QuantError:
-        return Q.F16, gguf.quants.quantize(w, Q.F16)
-
-
-def write_gguf(path, model: torch.nn.Module, tokenizer_meta, qtype: Q = Q.F32,
-               replace: dict[str, tuple[Q, np.ndarray]] | None = None, arch_name: str | None = None) -> dict:
-    """The model's GGUF file; returns {tensor name: (type, the float32 weights the file holds)}."""
-    c = model.config
-    gpt2 = isinstance(model, GPT2LMHeadModel)
-    writer = gguf.GGUFWriter(path, arch_name or ("gpt2" if gpt2 else "llama"))
-    writer.add_name("tiny-" + ("gpt2" if gpt2 else "llama"))
-    writer.add_block_count(c.num_hidden_layers)
-    if gpt2:
-        writer.add_context_length(c.n_positions)
-        writer.add_embedding_length(c.n_embd)
-        writer.add_feed_forward_length(4 * c.n_embd)
-        writer.add_head_count(c.n_head)
-        writer.add_layer_norm_eps(c.layer_norm_epsilon)
-    else:
-        writer.add_context_length(c.max_position_embeddings)
-        writer.add_embedding_length(c.hidden_size)
-        writer.add_feed_forward_length(c.intermediate_size)
-        writer.add_head_count(c.num_attention_heads)
-        writer.add_head_count_kv(c.num_key_value_heads)
-        writer.add_rope_freq_base(c.rope_parameters["rope_theta"] if getattr(c, "rope_parameters", None)
-                                  else c.rope_theta)
-        writer.add_layer_norm_rms_eps(c.rms_norm_eps)
-        writer.add_vocab_size(c.vocab_size)
-        writer.add_rope_dimension_count(c.hidden_size // c.num_attention_heads)
-    writer.add_file_type(FILE_TYPES[qtype])
-    writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
-    tokenizer_meta(writer)
-    held = {}
-    for name, w in gguf_tensors(model).items():
-        kind, raw = (replace or {}).get(name) or quantized(name, w, qtype)
-        writer.add_tensor(name, raw, raw_dtype=kind)
-        held[name] = (kind, gguf.quants.dequantize(raw, kind).reshape(w.shape).astype(np.float32))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return held
-
-
-def gpt2_vocab(tokenizer, folder, pre: str = "gpt-2"):
-    """_set_vocab_gpt2: tokens by id, NORMAL or CONTROL (special added tokens), the merges and special ids as
-    gguf.SpecialVocab reads them from tokenizer.json and tokenizer_config.json."""
-    tokenizer.save(str(folder / "tokenizer.json"))
-    (folder / "tokenizer_config.json").write_text(json.dumps({"bos_token": "<|endoftext|>",
-                                                              "eos_token": "<|endoftext|>"}))
-    reverse = {i: t for t, i in tokenizer.get_vocab().items()}
-    special = {t.content for t in tokenizer.get_added_tokens_decoder().values() if t.special}
-
-    def meta(writer):
-        writer.add_tokenizer_model("gpt2")
-        writer.add_tokenizer_pre(pre)
-        writer.add_token_list([reverse.get(i, f"[PAD{i}]") for i in range(VOCAB)])
-        writer.add_token_types([gguf.TokenType.UNUSED if i not in reverse else gguf.TokenType.CONTROL
-                                if reverse[i] in special else gguf.TokenType.NORMAL for i in range(VOCAB)])
-        gguf.SpecialVocab(folder, load_merges=True).add_to_gguf(writer)
-    return meta
-
-
-def sentencepiece_vocab(sp: spm.SentencePieceProcessor):
-    """_set_vocab_sentencepiece: each piece's text, score and type from the SentencePiece model."""
-    def kind(i: int) -> int:
-        if sp.is_unknown(i):
-            return gguf.TokenType.UNKNOWN
-        if sp.is_control(i):
-            return gguf.TokenType.CONTROL
-        if sp.is_unused(i):
-            return gguf.TokenType.UNUSED
-        return gguf.TokenType.BYTE if sp.is_byte(i) else gguf.TokenType.NORMAL
-
-    def meta(writer):
-        writer.add_tokenizer_model("llama")
-        writer.add_tokenizer_pre("default")
-        writer.add_token_list([sp.id_to_piece(i).encode("utf-8") for i in range(sp.vocab_size())])
-        writer.add_token_scores([sp.get_score(i) for i in range(sp.vocab_size())])
-        writer.add_token_types([kind(i) for i in range(sp.vocab_size())])
-        writer.add_bos_token_id(sp.bos_id())
-        writer.add_eos_token_id(sp.eos_id())
-        writer.add_unk_token_id(sp.unk_id())
-    return meta
-
-
-def with_weights(model: torch.nn.Module, held: dict) -> torch.nn.Module:
-    """The transformers model with the weights the file holds (the converter's layouts undone)."""
-    arch = gguf.MODEL_ARCH.GPT2 if isinstance(model, GPT2LMHeadModel) else gguf.MODEL_ARCH.LLAMA
-    names = gguf.get_tensor_name_map(arch, model.config.num_hidden_layers)
-    state = {}
-    for key in hf_tensors(model):
-        v = held[names.get_name(key, try_suffixes=(".weight", ".bias"))][1]
-        if key.endswith(("q_proj.weight", "k_proj.weight")):  # undo the permutation: rows back to halves
-            n = model.config.num_attention_heads if "q_proj" in key else model.config.num_key_value_heads
-            v = v.reshape(n, v.shape[0] // n // 2, 2, -1).swapaxes(1, 2).reshape(v.shape)
-        conv1d = arch == gguf.MODEL_ARCH.GPT2 and key.endswith((".c_attn.weight", ".c_proj.weight", ".c_fc.weight"))
-        state[key] = torch.tensor(v.T.copy() if conv1d else v)
-    copy = type(model)(model.config).eval()
-    copy.load_state_dict(state, strict=False)
-    if model.config.tie_word_embeddings:
-        copy.tie_weights()
-    return copy
-
-
-def logits(model: torch.nn.Module, ids) -> np.ndarray:
-    with torch.no_grad():
-        return model(torch.tensor(np.asarray(ids))[None]).logits[0].numpy()
-
-
-def prompt_ids(n_ctx: int) -> list[np.ndarray]:
-    rng = np.random.default_rng(0)
-    return [np.array([5, 17, 200, 31, 99, 3, 250]), rng.integers(0, VOCAB, n_ctx)]
+    return gguf_files.sentencepiece_model()
 
 
 # ---- parity ----
@@ -259,9 +78,19 @@ def test_llama_file_matches_transformers(qtype, tmp_path, sentencepiece_model):
     assert_quantized_matches(model, ours, held, qtype)
 
 
+@pytest.mark.parametrize("qtype", (Q.F32, Q.Q8_0), ids=lambda q: q.name)
+@pytest.mark.parametrize("rotary_pct,parallel", [(0.25, True), (1.0, False)])
+def test_gptneox_file_matches_transformers(qtype, rotary_pct, parallel, tmp_path, gpt2_tokenizer):
+    model = make_neox(rotary_pct=rotary_pct, use_parallel_residual=parallel)
+    held = write_gguf(tmp_path / "m.gguf", model, gpt2_vocab(gpt2_tokenizer, tmp_path), qtype)
+    ours = slm.load(tmp_path / "m.gguf")
+    assert (ours.cfg.rope_dims, ours.cfg.parallel_residual, ours.cfg.tied) == (16 * rotary_pct, parallel, False)
+    assert_quantized_matches(model, ours, held, qtype)
+
+
 def assert_quantized_matches(model, ours: slm.Model, held: dict, qtype: Q) -> None:
     types = {kind.name for kind, _ in held.values()}
-    assert ours.meta["source"].startswith(f"GGUF {model.config.model_type} (")
+    assert ours.meta["source"].startswith(f"GGUF {model.config.model_type.replace('_', '')} (")
     assert set(ours.meta["source"].split("(")[1].rstrip(")").split(", ")) == types and qtype.name in types
     dequantized = with_weights(model, held)
     for ids in prompt_ids(ours.cfg.n_ctx):

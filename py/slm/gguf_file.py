@@ -90,7 +90,10 @@ def load_gguf(source: Any, file_name: str | None = None, in_place: bool = False)
 @contextlib.contextmanager
 def _reader(source: Any, label: str, in_place: bool) -> Iterator[Any]:
     """gguf's GGUFReader over the file (a path is mapped as it is; bytes are written to a temporary file first)."""
-    from gguf import GGUFReader  # noqa: PLC0415 - only when a GGUF file is read (the site's start-up never does)
+    try:
+        from gguf import GGUFReader  # noqa: PLC0415 - only when a GGUF file is read (the site's start-up never does)
+    except ImportError as exc:
+        raise ImportError(f"reading a GGUF file needs llama.cpp's gguf package (pip install gguf): {exc}") from None
 
     path, made = source, None
     if isinstance(source, bytes | bytearray | memoryview):
