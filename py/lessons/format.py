@@ -328,7 +328,8 @@ class _Parser:
         for step in steps:
             self._finish_step(step)
         if not steps:
-            self.problem(len(self.lines), "the lesson has no step: each step starts with a ## heading")
+            last = len(self.lines) - (self.lines[-1] == "")  # a final newline ends the last line
+            self.problem(max(1, last), "the lesson has no step: each step starts with a ## heading")
         intro_html = "".join(b.html for b in _merge(intro) if isinstance(b, Prose))
         return Lesson(self.name, meta.get("title", ""), meta.get("model") or None, intro_html, steps)
 
