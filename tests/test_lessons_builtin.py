@@ -124,3 +124,18 @@ def test_command_line_exit_status(tmp_path):
     ok = run(good)
     assert ok.returncode == 0 and "1 of 1 lesson file(s) good" in ok.stdout
     assert run().returncode == 2
+
+
+def test_the_documented_example_is_a_good_lesson(tmp_path):
+    """docs/lessons.md's complete example parses, and its solution passes while its starter fails."""
+    doc = (ROOT / "docs" / "lessons.md").read_text()
+    example = doc.split("````markdown\n", 1)[1].split("\n````", 1)[0] + "\n"
+    path = tmp_path / "softmax.md"
+    path.write_text(example)
+    lesson = lessons.parse(example, source="softmax.md")
+    assert [b.kind for step in lesson.steps for b in step.blocks] == ["prose", "choice", "select", "prose",
+                                                                      "challenge"]
+    out = tmp_path / "out.txt"
+    with out.open("w") as handle:
+        assert cli.check_file(path, timeout=60, out=handle)
+    print(out.read_text())
