@@ -61,14 +61,16 @@ def builtin_paths() -> list[Path]:
 
 
 def builtin_names() -> list[str]:
-    """The built-in lessons' names (`?lesson=NAME`), e.g. "1-the-block"."""
-    return [p.stem for p in builtin_paths()]
+    """The built-in lessons' names (`?lesson=NAME`), e.g. "1-the-block", in their teaching order."""
+    folder = resources.files(__name__) / "builtin"
+    return sorted(p.name[:-3] for p in folder.iterdir() if p.name.endswith(".md"))
 
 
 def load_builtin(name: str) -> Lesson:
-    for path in builtin_paths():
-        if path.stem == name:
-            return parse(path.read_bytes(), source=path.name)
+    """A built-in lesson by name (read through importlib.resources, so also from a zipped package)."""
+    entry = resources.files(__name__) / "builtin" / f"{name}.md"
+    if name in builtin_names():
+        return parse(entry.read_bytes(), source=f"{name}.md")
     raise KeyError(f"no built-in lesson {name!r} (lessons: {', '.join(builtin_names())})")
 
 

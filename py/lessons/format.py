@@ -501,7 +501,7 @@ def parse(data: str | bytes, source: str = "lesson.md") -> Lesson:
     """The lesson in `data` (the file's text or bytes). `source` is its file name or URL; its last part without
     `.md` is the lesson's name. A `LessonError` lists every problem with its line; nothing else is raised."""
     name = re.sub(r"\.md$", "", source.rstrip("/").rsplit("/", 1)[-1]) or "lesson"
-    text, problems = decode(data)
+    text, problems = decode(bytes(data) if isinstance(data, (bytearray, memoryview)) else data)
     if problems:
         raise LessonError(problems, source)
     parser = _Parser(text, name)
