@@ -19,6 +19,7 @@ the file is held once in the wasm heap while its weights are read.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import tempfile
 from collections.abc import Iterator
@@ -90,11 +91,7 @@ def load_gguf(source: Any, file_name: str | None = None, in_place: bool = False)
 @contextlib.contextmanager
 def _reader(source: Any, label: str, in_place: bool) -> Iterator[Any]:
     """gguf's GGUFReader over the file (a path is mapped as it is; bytes are written to a temporary file first)."""
-    try:
-        from gguf import GGUFReader  # noqa: PLC0415 - only when a GGUF file is read (the site's start-up never does)
-    except ImportError as exc:
-        raise ImportError(f"reading a GGUF file needs llama.cpp's gguf package (pip install gguf): {exc}") from None
-
+    reader_class = _reader_class()
     path, made = source, None
     if isinstance(source, bytes | bytearray | memoryview):
         fd, made = tempfile.mkstemp(suffix=".gguf")
@@ -106,7 +103,7 @@ def _reader(source: Any, label: str, in_place: bool) -> Iterator[Any]:
         path = made
     try:
         try:
-            reader = GGUFReader(path)
+            reader = reader_class(path)
         except (ValueError, IndexError, KeyError, OverflowError, TypeError) as exc:
             raise ValueError(f"{label}: not a readable GGUF file ({exc})") from None
         yield reader
@@ -115,6 +112,29 @@ def _reader(source: Any, label: str, in_place: bool) -> Iterator[Any]:
         if made is not None:
             with contextlib.suppress(OSError):  # Windows keeps a mapped file: it goes with the process
                 os.unlink(made)
+
+
+@functools.cache
+def _reader_class() -> type:
+    try:
+        from gguf import GGUFReader  # noqa: PLC0415 - only when a GGUF file is read (the site's start-up never does)
+    except ImportError as exc:
+        raise ImportError(f"reading a GGUF file needs llama.cpp's gguf package (pip install gguf): {exc}") from None
+
+    class Reader(GGUFReader):
+        """GGUFReader over a plain ndarray view of the mapped file: the same bytes, but its slices skip np.memmap's
+        Python-level __getitem__ and __array_finalize__, which made reading a 50k-token vocabulary (a few slices
+        per string) take seven times as long."""
+
+        @property
+        def data(self) -> np.ndarray:
+            return self._plain
+
+        @data.setter
+        def data(self, value: np.ndarray) -> None:
+            self._plain = value.view(np.ndarray)  # keeps the map alive through its base
+
+    return Reader
 
 
 def _metadata(reader: Any, label: str) -> dict[str, Any]:
