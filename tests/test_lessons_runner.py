@@ -57,6 +57,11 @@ def test_memory_error_and_exit_are_verdicts():
     assert gone.status == "error" and gone.line == 2 and gone.stdout == "bye\n"
 
 
+def test_endless_recursion_is_a_verdict():
+    verdict = run_challenge("def f(n):\n    return f(n + 1)\n\nf(0)\n")
+    assert verdict.status == "error" and verdict.line == 2 and "RecursionError" in verdict.message
+
+
 def test_run_without_check_and_capped_output():
     verdict = run_challenge("for i in range(100000):\n    print(i)\n")
     assert verdict.status == "ran" and not verdict.passed
