@@ -80,9 +80,10 @@ APP_STYLESHEET = "./build/app.css"
 # (worker/gzip-copy.js), the page's scripts (`main_js`, added by build()) in the page (page/scripts.js).
 GZIP_COPIES = ("build/pyodide/pyodide.asm.wasm",)
 # Packages `import panel` does not need, which the app's code may (Markdown renders the widgets' tooltips; Bokeh reads
-# YAML config files and themes with PyYAML, bokeh patch 0004): they load with the app's wheel in the "app" stage,
-# requested after the other wheels and installed while prelude.py imports Panel (site/worker.js).
-APP_STAGE_PACKAGES = ("markdown-it-py", "mdit-py-plugins", "linkify-it-py", "uc-micro-py", "mdurl", "pyyaml")
+# YAML config files and themes with PyYAML, bokeh patch 0004; slm reads a GGUF file with gguf, imported only then):
+# they load with the app's wheel in the "app" stage, requested after the other wheels and installed while
+# prelude.py imports Panel (site/worker.js).
+APP_STAGE_PACKAGES = ("markdown-it-py", "mdit-py-plugins", "linkify-it-py", "uc-micro-py", "mdurl", "pyyaml", "gguf")
 # The packages stage in the order prelude.py imports from it: (module, the packages importing it needs). worker.js
 # requests each group once the one before it is in and installs it, and prelude.py imports its module while the next
 # group downloads; the stage's other packages (what `import panel` needs besides) come last. On a slow link the

@@ -29,6 +29,9 @@ SLIM_RULES: dict[str, tuple[str, ...]] = {
     # The JupyterLab extension's JS (for a Jupyter front end; also installed as data files): not used in a browser
     # worker. Its package.json stays: pyviz_comms reads its version from it at import.
     "pyviz_comms": (r"^pyviz_comms/labextension/(?!package\.json$)", r"^pyviz_comms-[^/]*\.data/"),
+    # gguf's command-line tools (gguf-dump, the editor GUI, ...) and the shim they run through; `import gguf`
+    # imports neither.
+    "gguf": (r"^gguf/scripts/", r"^gguf/gguf\.py$", r"\.dist-info/entry_points\.txt$"),
     "*": (r"(^|/)tests?/", r"\.pyi$", r"(^|/)py\.typed$"),
 }
 
@@ -73,11 +76,13 @@ def drop_unimportable(tree: Path) -> list[str]:
 
 # Vendored wasm wheels (--pyodide-packages): what neither `import numpy` nor the app imports (checked: sys.modules
 # after visiting every view and generating; numpy 2.2 imports fft, polynomial, testing, typing, f2py and ctypeslib
-# lazily, on attribute access). Pyodide loads every extension module of a package while installing it, so an
-# unused .so (numpy.fft's _pocketfft_umath, linalg's lapack_lite) costs download *and* wasm compile time.
+# lazily, on attribute access). numpy.typing stays (5 kB), but for its mypy plugin: gguf imports it when slm reads a
+# GGUF file. Pyodide loads every extension module of a package while installing it, so an unused .so (numpy.fft's
+# _pocketfft_umath, linalg's lapack_lite) costs download *and* wasm compile time.
 VENDORED_SLIM_RULES: dict[str, tuple[str, ...]] = {
-    "numpy": (r"^numpy/(f2py|fft|polynomial|testing|typing|_pyinstaller|_core/include|_core/lib|random/_examples"
-              r"|random/lib)/", r"^numpy/linalg/(lapack_lite|_umath_linalg)\.", r"^numpy/(conftest|_configtool)\.",
+    "numpy": (r"^numpy/(f2py|fft|polynomial|testing|_pyinstaller|_core/include|_core/lib|random/_examples"
+              r"|random/lib)/", r"^numpy/typing/mypy_plugin\.", r"^numpy/linalg/(lapack_lite|_umath_linalg)\.",
+              r"^numpy/(conftest|_configtool)\.",
               r"^numpy/ma/API_CHANGES\.txt$", r"^numpy/_core/_add_newdocs(_scalars)?\.pyc$"),
     "*": (r"(^|/)tests?/", r"\.(pyi|pxd|pyx|c|h|a)$", r"(^|/)py\.typed$", r"\.dist-info/entry_points\.txt$"),
 }

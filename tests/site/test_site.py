@@ -84,10 +84,10 @@ def test_vendored_wheels_are_slimmed_with_their_hash_in_the_lock(tmp_path: Path)
     for name in ("numpy/__init__.pyc", "numpy/_core/_multiarray_umath.cpython-313-wasm32-emscripten.so",
                  "numpy/linalg/_linalg.pyc", "numpy/random/_pcg64.cpython-313-wasm32-emscripten.so",
                  "numpy/ma/core.pyc", "numpy/_typing/_shape.pyc", "numpy/ctypeslib.pyc",
-                 "numpy-2.2.5.dist-info/METADATA"):
+                 "numpy/typing/__init__.pyc", "numpy-2.2.5.dist-info/METADATA"):  # numpy.typing: gguf imports it
         assert keep(name), name
     for name in ("numpy/fft/_pocketfft_umath.cpython-313-wasm32-emscripten.so", "numpy/f2py/__init__.pyc",
-                 "numpy/polynomial/__init__.pyc", "numpy/testing/__init__.pyc", "numpy/typing/__init__.pyc",
+                 "numpy/polynomial/__init__.pyc", "numpy/testing/__init__.pyc", "numpy/typing/mypy_plugin.pyc",
                  "numpy/_core/include/numpy/ndarraytypes.h", "numpy/__init__.pyi", "numpy/__init__.pxd",
                  "numpy/linalg/lapack_lite.cpython-313-wasm32-emscripten.so", "numpy/random/lib/libnpyrandom.a",
                  "numpy/linalg/_umath_linalg.cpython-313-wasm32-emscripten.so"):
@@ -278,7 +278,7 @@ def test_patches_change_docs_and_template_compilation_only(tmp_path: Path) -> No
     # `import panel` needs none of the app stage's packages with the edited Bokeh; the original imports yaml.
     later = [m for name, e in {**LOCK["wheels"], **LOCK["sdists"]}.items()
              if name in assemble.APP_STAGE_PACKAGES for m in e["imports"]]
-    assert sorted(later) == ["linkify_it", "markdown_it", "mdit_py_plugins", "mdurl", "uc_micro", "yaml"]
+    assert sorted(later) == ["gguf", "linkify_it", "markdown_it", "mdit_py_plugins", "mdurl", "uc_micro", "yaml"]
     assert run(tmp_path, script=PANEL_WITHOUT, args=(json.dumps(later),)) > 2
     assert "yaml is not installed yet" in run(script=PANEL_WITHOUT, args=(json.dumps(later),), check=False)
 
