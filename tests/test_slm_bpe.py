@@ -1,12 +1,12 @@
 """slm.bpe against the `tokenizers` library: tokenizers trained here (GPT-2's byte-level kind, Llama's byte-fallback
-kind in its two tokenizer.json spellings, from testkit.trained_tokenizers) encode and decode thousands of strings
-exactly as `tokenizers` does."""
+kind in its two tokenizer.json spellings, Llama 3's, Qwen2's and SmolLM's split rules, from
+testkit.trained_tokenizers) encode and decode thousands of strings exactly as `tokenizers` does; the Split and Digits
+pre-tokenizers and the rules of the GGUF names cut text as `tokenizers` does."""
 
 from __future__ import annotations
 
 import json
 import random
-import unicodedata
 
 import pytest
 import tokenizers
@@ -14,41 +14,8 @@ from tokenizers import Tokenizer
 
 from slm import bpe
 from slm.tokenizer import from_json
-from testkit.trained_tokenizers import CORPUS, gpt2_style, llama_style
-
-
-def sample_strings(n: int, seed: int, extra: tuple[str, ...] = ()) -> list[str]:
-    """Strings that stress a tokenizer: corpus slices, random Unicode (letters, marks, digits, symbols, astral),
-    emoji sequences, whitespace runs of every kind, apostrophes, and the added tokens in odd places."""
-    rng = random.Random(seed)
-    spaces = [" ", "  ", "\n", "\n\n", "\t", "\r\n", "\u00a0", "\u3000", "\u2009", "\x0b", "\x0c", "\x1c", "\x85",
-              "\u200b", "   \n  ", " \t "]
-    pieces = ["'s", "'t", "'re", "'ve", "'m", "'ll", "'d", "'S", "''", "'", "don't", "it's", "x'y", "▁", "▁▁", "Ġ",
-              "<0x41>", "😀", "👍🏽", "👨‍👩‍👧", "🇫🇷", "❤️", "é", "e\u0301", "ﬁ", "İ", "ß", "123", "4.5", "½", "٣",
-              "…", "—", "<", ">", "|", "#", "_", "__init__", "A", "Z", "ǅ", "\ufffd", "\U0001f9d1\u200d\U0001f4bb",
-              *extra]
-    corpus = CORPUS
-    out = ["", " ", "a", "  ", "\n", " a", "a ", "  a  b  ", "\n\nx\n\n", CORPUS, *extra]
-    while len(out) < n:
-        kind = rng.randrange(6)
-        if kind == 0:
-            a = rng.randrange(len(corpus))
-            out.append(corpus[a:a + rng.randrange(1, 80)])
-        elif kind == 1:  # random code points, mostly assigned ones
-            chars = []
-            while len(chars) < rng.randrange(1, 20):
-                c = chr(rng.choice([rng.randrange(32, 0x3000), rng.randrange(0x3000, 0xD800),
-                                    rng.randrange(0xE000, 0x10000), rng.randrange(0x10000, 0x2FFFF)]))
-                if unicodedata.category(c) not in ("Cn", "Cs", "Co"):
-                    chars.append(c)
-            out.append("".join(chars))
-        else:  # a mix of pieces, words and spaces
-            parts = []
-            for _ in range(rng.randrange(1, 12)):
-                parts.append(rng.choice([rng.choice(spaces), rng.choice(pieces), rng.choice(corpus.split()),
-                                         str(rng.randrange(10 ** rng.randrange(1, 8)))]))
-            out.append("".join(parts))
-    return out
+from testkit.trained_tokenizers import byte_level_split, gpt2_style, llama_style
+from testkit.tricky_text import sample_strings
 
 
 def ours(tok: Tokenizer) -> bpe.BPETokenizer:
@@ -171,8 +138,14 @@ def test_to_json_round_trip_through_the_kinds_registry():
     (lambda d: d.update(normalizer={"type": "Replace", "pattern": {"Regex": "a+"}, "content": "b"}),
      'normalizer Replace with the pattern \'{"Regex": "a+"}\''),
     (lambda d: d.update(pre_tokenizer={"type": "Whitespace"}), "pre-tokenizer 'Whitespace'"),
-    (lambda d: d.update(pre_tokenizer={"type": "Split", "pattern": {"Regex": "x"}, "behavior": "Isolated"}),
-     "pre-tokenizer 'Split'"),
+    (lambda d: d.update(pre_tokenizer={"type": "Split", "pattern": {"Regex": "x"}, "behavior": "Sideways"}),
+     "Split behavior 'Sideways'"),
+    (lambda d: d.update(pre_tokenizer={"type": "Split", "pattern": {"Glob": "x*"}, "behavior": "Isolated"}),
+     'Split pattern \'{"Glob": "x*"}\''),
+    (lambda d: d.update(pre_tokenizer={"type": "Split", "pattern": {"Regex": "\\p{Han}+"}, "behavior": "Isolated"}),
+     "the Unicode property \\p{Han} is not supported"),
+    (lambda d: d.update(pre_tokenizer={"type": "Split", "pattern": {"Regex": "\\w+"}, "behavior": "Isolated"}),
+     "\\w is not supported"),
     (lambda d: d.update(decoder={"type": "WordPiece"}), "decoder 'WordPiece'"),
     (lambda d: d.update(post_processor={"type": "BertProcessing"}), "post-processor 'BertProcessing'"),
     (lambda d: d["model"].update(continuing_subword_prefix="##"), "continuing_subword_prefix '##'"),
@@ -199,3 +172,109 @@ def test_bad_files_name_what():
         bpe.from_gpt2_files('{"a": 0, "b": 1, "ab": 2}', "#version: 0.2\na b c\n")
     with pytest.raises(ValueError, match="unknown tokenizer 'bpe2'"):
         from_json({"kind": "bpe2"})
+
+
+# ---- Split, Digits, and the split rules of Llama 3, Qwen2, SmolLM and the GGUF names ----
+
+# The pre-tokenizers as the models' tokenizer.json files spell them.
+LLAMA3_PRE = {"type": "Sequence", "pretokenizers": [
+    {"type": "Split", "pattern": {"Regex": "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+                                           "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
+     "behavior": "Isolated", "invert": False},
+    {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
+QWEN2_PRE = {"type": "Sequence", "pretokenizers": [
+    {"type": "Split", "pattern": {"Regex": "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
+                                           "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
+     "behavior": "Isolated", "invert": False},
+    {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}]}
+SMOLLM_PRE = {"type": "Sequence", "pretokenizers": [
+    {"type": "Digits", "individual_digits": True},
+    {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}]}
+GPT2_PRE = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+SPLIT_EXTRA = ("I'LL", "we'Re", "x'ſ", "\r\n\r\n  a", "1234567890", "Ⅻ½²", " 3.14159 ", "a\r\n\r\n")
+
+
+@pytest.mark.parametrize("pre, normalizer, ignore_merges", [
+    (LLAMA3_PRE, None, True), (QWEN2_PRE, {"type": "NFC"}, False), (SMOLLM_PRE, None, False),
+    ({"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": False}, GPT2_PRE]}, None, False),
+], ids=["llama3", "qwen2", "smollm", "digit-runs"])
+def test_split_and_digits_tokenizers_match_tokenizers(pre, normalizer, ignore_merges):
+    reference = byte_level_split(pre, normalizer, ignore_merges)
+    mine = ours(reference)
+    assert mine.encode("hi")[0][0] == reference.token_to_id("<|begin_of_text|>")
+    assert_same(reference, mine, sample_strings(2000, seed=20, extra=SPLIT_EXTRA + ("<|end_of_text|>",)))
+
+
+def tokenizers_pre_tokenizer(normalizer, pre) -> Tokenizer:
+    data = json.loads(Tokenizer(tokenizers.models.BPE()).to_str())
+    data.update(normalizer=normalizer, pre_tokenizer=pre)
+    return Tokenizer.from_str(json.dumps(data))
+
+
+def assert_same_pieces(normalizer, pre, strings: list[str]) -> None:
+    """slm's normalizer and pre-tokenizer give the pieces `tokenizers` gives, each already in bytes as characters."""
+    reference = tokenizers_pre_tokenizer(normalizer, pre)
+    normalize, pre_tokenize = bpe._normalizer(normalizer), bpe._pre_tokenizer(pre)
+    for text in strings:
+        if reference.normalizer is not None:
+            text = reference.normalizer.normalize_str(text)
+            assert normalize(text) == text
+        expected = [piece for piece, _ in reference.pre_tokenizer.pre_tokenize_str(text)]
+        assert [piece for piece, _ in pre_tokenize([(text, True)])] == expected, text
+
+
+BEHAVIORS = ("Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous")
+
+
+@pytest.mark.parametrize("pattern", [{"Regex": "\\s+"}, {"Regex": "\\p{N}"}, {"Regex": "a*"}, {"Regex": "\\p{L}+|\\s"},
+                                     {"String": " "}, {"String": "ab"}, {"String": ""}],
+                         ids=["spaces", "numbers", "empty-matches", "letters-or-space", "space", "ab", "empty"])
+def test_split_behaviors_cut_like_tokenizers(pattern):
+    strings = sample_strings(300, seed=21, extra=("ab ab  aab", "  ", "aaa"))
+    for behavior in BEHAVIORS:
+        for invert in (False, True):
+            pre = {"type": "Split", "pattern": pattern, "behavior": behavior, "invert": invert}
+            assert_same_pieces(None, pre, strings)
+
+
+@pytest.mark.parametrize("individual", [True, False])
+def test_digits_cut_like_tokenizers(individual):
+    assert_same_pieces(None, {"type": "Digits", "individual_digits": individual}, sample_strings(500, seed=22))
+
+
+def test_the_table_holds_the_models_rules():
+    def without_trim(rule):  # trim_offsets moves offsets, never a token
+        return json.loads(json.dumps(rule).replace(', "trim_offsets": true', "").replace(', "trim_offsets": false', ""))
+    for name, pre, normalizer, ignore_merges in [("llama-bpe", LLAMA3_PRE, None, True),
+                                                 ("qwen2", QWEN2_PRE, {"type": "NFC"}, False),
+                                                 ("smollm", SMOLLM_PRE, None, False),
+                                                 ("gpt-2", GPT2_PRE, None, False)]:
+        rule = bpe.pre_tokenizer_for_gguf(name)
+        assert without_trim(rule["pre_tokenizer"]) == without_trim(pre), name
+        assert rule["normalizer"] == normalizer and rule["ignore_merges"] == ignore_merges, name
+    assert bpe.pre_tokenizer_for_gguf("llama-bpe")["add_bos"] and not bpe.pre_tokenizer_for_gguf("gpt-2")["add_bos"]
+    rule = bpe.pre_tokenizer_for_gguf("llama3")
+    rule["pre_tokenizer"]["pretokenizers"].clear()  # a copy: the table stays as it was
+    assert bpe.pre_tokenizer_for_gguf("llama3")["pre_tokenizer"]["pretokenizers"]
+
+
+def test_every_gguf_name_cuts_like_tokenizers():
+    strings = sample_strings(400, seed=23, extra=SPLIT_EXTRA + ("Hello, y'all! 我想在apple工作1314151天～", "  end \n"))
+    rules = {json.dumps(rule, sort_keys=True): rule for rule in bpe.GGUF_PRE_TOKENIZERS.values()}
+    assert len(rules) >= 12
+    for rule in rules.values():
+        assert_same_pieces(rule["normalizer"], rule["pre_tokenizer"], strings)
+
+
+def test_unknown_gguf_name_is_named():
+    with pytest.raises(ValueError, match=r"GGUF: the pre-tokenizer 'nonesuch' \(tokenizer.ggml.pre\) is not supported"):
+        bpe.pre_tokenizer_for_gguf("nonesuch")
+
+
+def test_gpt2_split_is_gpt2s_pattern():
+    # the hand-written scanner against the pattern it stands for, read by the regex translation
+    pattern = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
+    split = bpe._pre_tokenizer({"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated",
+                                "invert": False})
+    for text in sample_strings(1000, seed=24, extra=SPLIT_EXTRA):
+        assert [piece for piece, _ in split([(text, True)])] == bpe.gpt2_split(text), text

@@ -18,14 +18,12 @@ import unicodedata
 from collections.abc import Sequence
 from typing import Any
 
+from . import onig_re
+from .onig_re import WHITESPACE
 from .tokenizer import KINDS, Encoding
 
 METASPACE = "▁"
 
-# Unicode's White_Space property: what `\s` means in the pattern GPT-2's pre-tokenizer is written in (Python's
-# str.isspace also accepts U+001C..U+001F, which the pattern does not).
-WHITESPACE = frozenset("\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
-                       "\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
 LETTER, NUMBER, SPACE, OTHER = 0, 1, 2, 3
 _CLASS_OF_CATEGORY = {"L": LETTER, "N": NUMBER}
 _char_classes: dict[str, int] = {}
@@ -180,7 +178,86 @@ def _pre_tokenizer(spec: Any):
                 out += [(text[a:b], first and a == 0) for a, b in zip(starts, [*starts[1:], len(text)], strict=True)]
             return [(text, first) for text, first in out if text]
         return metaspace
+    if kind == "Split":
+        return _split_step(spec)
+    if kind == "Digits":
+        individual = bool(spec.get("individual_digits", False))
+        return _splitter(_numeric_spans, "Isolated" if individual else "Contiguous", invert=False)
     raise _unsupported("pre-tokenizer", spec)
+
+
+SPLIT_BEHAVIORS = ("Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous")
+
+
+def _split_step(spec: dict[str, Any]):
+    pattern, behavior = spec["pattern"], spec["behavior"]
+    if behavior not in SPLIT_BEHAVIORS:
+        raise _unsupported("Split behavior", behavior)
+    if isinstance(pattern, dict) and isinstance(pattern.get("Regex"), str):
+        try:
+            compiled = onig_re.compile_pattern(pattern["Regex"])
+        except ValueError as exc:
+            raise ValueError(f"tokenizer.json: pre-tokenizer Split: {exc}") from None
+    elif isinstance(pattern, dict) and isinstance(pattern.get("String"), str):
+        compiled = re.compile(re.escape(pattern["String"]))
+    else:
+        raise _unsupported("Split pattern", json.dumps(pattern))
+    return _splitter(lambda text: onig_re.find_spans(compiled, text), behavior, bool(spec.get("invert", False)))
+
+
+def _numeric_spans(text: str) -> list[tuple[int, int]]:
+    """Each character of a number category on its own (Rust's `char::is_numeric`, which `Digits` splits on)."""
+    return [(i, i + 1) for i, c in enumerate(text) if _char_class(c) == NUMBER]
+
+
+def _splitter(find, behavior: str, invert: bool):
+    """A pre-tokenizer step cutting each piece around the spans `find(text)` gives, as `tokenizers` splits a string
+    with a pattern: the matches and the text between them, then the behavior decides what is kept and merged."""
+    def split(pieces: list[Piece]) -> list[Piece]:
+        out = []
+        for text, first in pieces:
+            for a, b in _cut(text, find(text) if text else [], behavior, invert):
+                out.append((text[a:b], first and a == 0))
+        return out
+    return split
+
+
+def _cut(text: str, spans: list[tuple[int, int]], behavior: str, invert: bool) -> list[tuple[int, int]]:
+    parts: list[tuple[int, int, bool]] = []  # (start, end, is a match), covering the text
+    done = 0
+    for a, b in spans:
+        if done != a:
+            parts.append((done, a, invert))
+        parts.append((a, b, not invert))
+        done = b
+    if done != len(text) or not text:
+        parts.append((done, len(text), invert))
+    if behavior == "Isolated":
+        kept = [(a, b) for a, b, _ in parts]
+    elif behavior == "Removed":
+        kept = [(a, b) for a, b, match in parts if not match]
+    elif behavior == "MergedWithNext":  # the mirror image of MergedWithPrevious
+        n = len(text)
+        mirrored = [(n - b, n - a, match) for a, b, match in reversed(parts)]
+        kept = [(n - b, n - a) for a, b in reversed(_merge_matches(mirrored, contiguous=False))]
+    else:
+        kept = _merge_matches(parts, contiguous=behavior == "Contiguous")
+    return [(a, b) for a, b in kept if a < b]
+
+
+def _merge_matches(parts: list[tuple[int, int, bool]], contiguous: bool) -> list[tuple[int, int]]:
+    """MergedWithPrevious: a match joins the piece before it unless that piece is a match itself. Contiguous: each
+    run of matches, and each run of non-matches, becomes one piece."""
+    kept: list[tuple[int, int]] = []
+    previous = False
+    for a, b, match in parts:
+        joins = match == previous if contiguous else match and not previous
+        if joins and kept:
+            kept[-1] = (kept[-1][0], b)
+        else:
+            kept.append((a, b))
+        previous = match
+    return kept
 
 
 def _post_processor(spec: Any):
@@ -632,5 +709,99 @@ def from_tokenizer_json(text: str | bytes) -> BPETokenizer:
         raise ValueError(f"tokenizer.json is not valid JSON: {exc}") from None
     return BPETokenizer(data)
 
+
+
+# ---- the pre-tokenizers that GGUF files name (`tokenizer.ggml.pre`) ----
+
+# Split patterns as tokenizer.json files hold them (Oniguruma syntax).
+LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+                  r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+                 r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+_GPT4O_PATTERN = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+                  r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+"
+                  r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*"
+                  r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+_TEKKEN_PATTERN = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?"
+                   r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*"
+                   r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+# llama.cpp's own lists of split patterns, for names whose rules only llama.cpp states (each pattern splits the
+# pieces the one before it left, keeping the text between matches).
+_LLAMA_CPP_GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)"
+_LLAMA_CPP_DEFAULT = (r"[\p{P}\$\+<=>\^~\|]+", _LLAMA_CPP_GPT2, r"\p{N}+", r"[0-9][0-9][0-9]")
+_LLAMA_CPP_FALCON = (r"[\p{P}\$\+<=>\^~\|]+", _LLAMA_CPP_GPT2, r"[0-9][0-9][0-9]")
+_CJK_HANGUL = "[一-龥ࠀ-一가-퟿]+"
+_LLAMA_CPP_DEEPSEEK_LLM = (
+    "[\r\n]",
+    # (written with escapes where a character has a canonical equivalent that an editor could substitute)
+    r"\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚḀ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-ὗὙὛὝὟ-"
+    "\u1f7dᾀ-ᾴᾶ-ᾼ\u1fbeῂ-ῄῆ-ῌῐ-\u1fd3ῖ-\u1fdbῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤ\u2126ℨ\u212a-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎ"
+    "ꭰ-ꮿﬀ-ﬆﬓ-ﬗＡ-Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-𐓻𐲀-𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃]+",
+    r"\s?[!-/:-~！-／：-～‘-‟　-。]+",
+    r"\s+$",
+    _CJK_HANGUL,
+    r"\p{N}+",
+)
+_LLAMA_CPP_DEEPSEEK_CODER = ("[\r\n]", r"\s?\p{L}+", r"\s?\p{P}+", _CJK_HANGUL, r"\p{N}")
+_LLAMA_CPP_DEEPSEEK_V3 = (
+    r"\p{N}{1,3}",
+    "[一-龥぀-ゟ゠-ヿ]+",
+    r"""[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*"""
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+",
+)
+_LLAMA_CPP_BLOOM = (r" ?[^(\s|.,!?…。，、।۔،)]+",)
+_LLAMA_CPP_VIKING = (r" ?[^(\s|.,!?…。，、।۔،)]+", r"\p{N}")
+
+_BYTE_LEVEL = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+_BYTES_ONLY = {**_BYTE_LEVEL, "use_regex": False}
+
+
+def _gguf_rule(*patterns: str, digits: bool = False, nfc: bool = False, ignore_merges: bool = False,
+               add_bos: bool = False) -> dict[str, Any]:
+    if patterns:
+        steps = [{"type": "Split", "pattern": {"Regex": p}, "behavior": "Isolated", "invert": False} for p in patterns]
+        pre = {"type": "Sequence", "pretokenizers": [*steps, _BYTES_ONLY]}
+    elif digits:
+        pre = {"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": True}, _BYTE_LEVEL]}
+    else:
+        pre = _BYTE_LEVEL
+    return {"normalizer": {"type": "NFC"} if nfc else None, "pre_tokenizer": pre, "ignore_merges": ignore_merges,
+            "add_bos": add_bos}
+
+
+# llama.cpp's names (src/llama-vocab.cpp) -> the rules of the tokenizer.json they were converted from. Where
+# llama.cpp rewrote a tokenizer.json pattern for its own regex engine, the original it quotes is used.
+_GGUF_PRE_GROUPS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
+    (("gpt-2", "phi-2", "mpt", "olmo", "jais", "roberta-bpe", "gigachat", "jina-es", "jina-de", "jina-v1-en",
+      "jina-v2-es", "jina-v2-de", "jina-v2-code", "exaone4", "trillion"), _gguf_rule()),
+    (("llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2"),
+     _gguf_rule(LLAMA3_PATTERN, ignore_merges=True, add_bos=True)),
+    (("dbrx", "smaug-bpe", "chatglm-bpe", "glm4"), _gguf_rule(LLAMA3_PATTERN)),
+    (("qwen2", "deepseek-r1-qwen"), _gguf_rule(QWEN2_PATTERN, nfc=True)),
+    (("stablelm2", "megrez"), _gguf_rule(QWEN2_PATTERN)),
+    (("smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b"), _gguf_rule(digits=True)),
+    (("gpt-4o", "llama4"), _gguf_rule(_GPT4O_PATTERN)),
+    (("tekken",), _gguf_rule(_TEKKEN_PATTERN, ignore_merges=True, add_bos=True)),
+    (("default",), _gguf_rule(*_LLAMA_CPP_DEFAULT)),
+    (("falcon",), _gguf_rule(*_LLAMA_CPP_FALCON)),
+    (("deepseek-llm",), _gguf_rule(*_LLAMA_CPP_DEEPSEEK_LLM)),
+    (("deepseek-coder",), _gguf_rule(*_LLAMA_CPP_DEEPSEEK_CODER)),
+    (("deepseek-v3",), _gguf_rule(*_LLAMA_CPP_DEEPSEEK_V3)),
+    (("bloom", "poro-chat", "gpt3-finnish"), _gguf_rule(*_LLAMA_CPP_BLOOM)),
+    (("viking",), _gguf_rule(*_LLAMA_CPP_VIKING)),
+]
+GGUF_PRE_TOKENIZERS: dict[str, dict[str, Any]] = {name: rule for names, rule in _GGUF_PRE_GROUPS for name in names}
+
+
+def pre_tokenizer_for_gguf(name: str) -> dict[str, Any]:
+    """The split rules a GGUF file's `tokenizer.ggml.pre` names, for a byte-level BPE (`tokenizer.ggml.model` "gpt2"):
+    a new dict with the `normalizer` and `pre_tokenizer` objects of a tokenizer.json, `ignore_merges` for its
+    `model`, and `add_bos`, llama.cpp's default for a file without `tokenizer.ggml.add_bos_token`. A file without
+    `tokenizer.ggml.pre` is "default" to llama.cpp. An unknown name is a ValueError naming it."""
+    rule = GGUF_PRE_TOKENIZERS.get(name)
+    if rule is None:
+        raise ValueError(f"GGUF: the pre-tokenizer {name!r} (tokenizer.ggml.pre) is not supported; slm reads "
+                         f"{', '.join(sorted(GGUF_PRE_TOKENIZERS))}")
+    return json.loads(json.dumps(rule))
 
 KINDS["bpe"] = lambda data: BPETokenizer(data["tokenizer"])

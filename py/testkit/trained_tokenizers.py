@@ -67,3 +67,28 @@ def llama_style(legacy: bool, vocab_size: int = 700) -> Tokenizer:
         "special_tokens": {"<s>": {"id": "<s>", "ids": [data["model"]["vocab"]["<s>"]], "tokens": ["<s>"]}},
     }
     return Tokenizer.from_str(json.dumps(data))
+
+
+def byte_level_split(pre_tokenizer: dict, normalizer: dict | None = None, ignore_merges: bool = False,
+                     vocab_size: int = 600) -> Tokenizer:
+    """A byte-level BPE whose text is cut by `pre_tokenizer` (a tokenizer.json object) before training and encoding,
+    as Llama 3's (a regex Split, then bytes), Qwen2's (the same after NFC) and SmolLM's (digits apart, then GPT-2's
+    split) are, with a BOS token that the post-processor puts first, as Llama 3's does."""
+    base = json.loads(Tokenizer(models.BPE()).to_str())
+    base.update(normalizer=normalizer, pre_tokenizer=pre_tokenizer)
+    tok = Tokenizer.from_str(json.dumps(base))
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<|begin_of_text|>", "<|end_of_text|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(training_text(), trainer)
+    data = json.loads(tok.to_str())
+    data["model"]["ignore_merges"] = ignore_merges
+    bos = "<|begin_of_text|>"
+    first = {"SpecialToken": {"id": bos, "type_id": 0}}
+    data["post_processor"] = {"type": "Sequence", "processors": [
+        {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True},
+        {"type": "TemplateProcessing", "single": [first, {"Sequence": {"id": "A", "type_id": 0}}],
+         "pair": [first, {"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": bos, "type_id": 1}},
+                  {"Sequence": {"id": "B", "type_id": 1}}],
+         "special_tokens": {bos: {"id": bos, "ids": [data["model"]["vocab"][bos]], "tokens": [bos]}}}]}
+    return Tokenizer.from_str(json.dumps(data))
