@@ -15,11 +15,22 @@ from .core import SAE, loss_and_grads
 from .features import Context, FeatureIndex, firing, logit_effect, prompt_features, steer, steering_hook
 from .files import load, save, to_files
 from .metrics import ce_metrics, cross_entropy, evaluate, reconstruction_metrics, splice_hook
-from .train import PRESETS, Settings, Trainer, corpus_windows, default_hook, gather, settings_with, train
+from .train import (
+    DEFAULT_WINDOWS,
+    PRESETS,
+    Settings,
+    Trainer,
+    corpus_windows,
+    default_hook,
+    gather,
+    metadata_for,
+    settings_with,
+    train,
+)
 
 __all__ = [
-    "PRESETS", "SAE", "Context", "FeatureIndex", "Settings", "Trainer", "ce_metrics", "corpus_windows",
-    "cross_entropy", "default_hook", "evaluate", "firing", "gather", "load", "logit_effect", "loss_and_grads",
-    "prompt_features", "reconstruction_metrics", "save", "settings_with", "splice_hook", "steer", "steering_hook",
-    "to_files", "train",
+    "DEFAULT_WINDOWS", "PRESETS", "SAE", "Context", "FeatureIndex", "Settings", "Trainer", "ce_metrics",
+    "corpus_windows", "cross_entropy", "default_hook", "evaluate", "firing", "gather", "load", "logit_effect",
+    "loss_and_grads", "metadata_for", "prompt_features", "reconstruction_metrics", "save", "settings_with",
+    "splice_hook", "steer", "steering_hook", "to_files", "train",
 ]

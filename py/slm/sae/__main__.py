@@ -20,7 +20,7 @@ import numpy as np
 from ..loading import load
 from . import files
 from .metrics import evaluate
-from .train import PRESETS, Trainer, corpus_windows, default_hook, gather, metadata_for, settings_with
+from .train import DEFAULT_WINDOWS, PRESETS, Trainer, corpus_windows, default_hook, gather, metadata_for, settings_with
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -31,7 +31,8 @@ def _parser() -> argparse.ArgumentParser:
     for f in dataclasses.fields(PRESETS["shipped-topk"]):
         parser.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=None,
                             help=f"(default: the preset's; {f.name}={f.default} in the default settings)")
-    parser.add_argument("--windows", type=int, default=2000, help="token windows to train on (default 2000)")
+    parser.add_argument("--windows", type=int, default=DEFAULT_WINDOWS,
+                        help=f"token windows to train on (default {DEFAULT_WINDOWS})")
     parser.add_argument("--eval-windows", type=int, default=256, help="held-out windows for the metrics")
     parser.add_argument("--seq-len", type=int, default=None, help="tokens per window (default: n_ctx, at most 128)")
     parser.add_argument("--text", type=Path, default=None, help="train on this text file's tokens")

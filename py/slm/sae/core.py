@@ -6,7 +6,10 @@ With x a row of activations (d_in,), in SAELens's names and shapes:
                                              JumpReLU (read only): pre where pre > threshold, else 0
     x̂   = f @ W_dec + b_dec
 Objective (one batch of B rows): mean over rows of ‖x̂ − x‖² + λ Σ_j f_j, with the rows of W_dec kept at unit
-norm by the trainer (so λ Σ f is SAELens's λ Σ f_j ‖W_dec[j]‖). TopK needs no λ: k bounds the L0.
+norm by the trainer (so λ Σ f is SAELens's λ Σ f_j ‖W_dec[j]‖). TopK needs no λ: k bounds the L0. TopK's auxiliary
+loss (AuxK, Gao et al. 2024, as SAELens): the k_aux = d_in/2 largest pre-activations among the dead features,
+ReLU'd, reconstruct the main reconstruction's error e = x − x̂ (held fixed) through their decoder rows, no bias:
++ c · min(n_dead/k_aux, 1) · mean over rows of ‖ê − e‖², which pulls dead features toward what the live ones miss.
 """
 
 from __future__ import annotations
@@ -85,10 +88,7 @@ class SAE:
             return np.maximum(pre, 0)
         if self.activation == "jumprelu":
             return np.where(pre > self.params["threshold"], np.maximum(pre, 0), 0).astype(pre.dtype)
-        top = np.argpartition(pre, -self.k, axis=-1)[..., -self.k:]  # the k largest, in no order
-        out = np.zeros_like(pre)
-        np.put_along_axis(out, top, np.maximum(np.take_along_axis(pre, top, axis=-1), 0), axis=-1)
-        return out
+        return _top_k(pre, self.k)
 
     def encode(self, x: np.ndarray) -> np.ndarray:
         """Feature activations f (..., d_sae) of activations x (..., d_in)."""
@@ -120,11 +120,20 @@ class SAE:
         return self.folded(1.0)
 
 
-def loss_and_grads(sae: SAE, x: np.ndarray, l1: float = 0.0) -> tuple[float, dict[str, float], dict[str, np.ndarray],
-                                                                      np.ndarray]:
-    """The objective on rows x (B, d_in), its parts {"mse", "l1"}, the gradient of every parameter, and the feature
-    activations f (B, d_sae) (the trainer counts which fired). mse is the mean over rows of the summed squared error;
-    l1 the mean over rows of λ Σ f. A TopK SAE's gradient flows through the k kept units only."""
+def _top_k(pre: np.ndarray, k: int) -> np.ndarray:
+    """ReLU of the k largest entries of each row, 0 elsewhere."""
+    top = np.argpartition(pre, -k, axis=-1)[..., -k:]
+    out = np.zeros_like(pre)
+    np.put_along_axis(out, top, np.maximum(np.take_along_axis(pre, top, axis=-1), 0), axis=-1)
+    return out
+
+
+def loss_and_grads(sae: SAE, x: np.ndarray, l1: float = 0.0, dead: np.ndarray | None = None, aux: float = 0.0
+                   ) -> tuple[float, dict[str, float], dict[str, np.ndarray], np.ndarray]:
+    """The objective on rows x (B, d_in), its parts {"mse", "l1", "aux"}, the gradient of every parameter, and the
+    feature activations f (B, d_sae) (the trainer counts which fired). mse is the mean over rows of the summed
+    squared error; l1 the mean over rows of λ Σ f; aux the TopK auxiliary loss with coefficient `aux` on the
+    features in the boolean mask `dead` (d_sae,). A TopK SAE's gradient flows through the k kept units only."""
     if sae.activation == "jumprelu":
         raise ValueError("JumpReLU SAEs are read from SAELens files, not trained here")
     x = np.asarray(x, dtype=sae.dtype)
@@ -145,6 +154,25 @@ def loss_and_grads(sae: SAE, x: np.ndarray, l1: float = 0.0) -> tuple[float, dic
         "W_enc": centred.T @ g_pre,
         "b_enc": g_pre.sum(axis=0),
         "W_dec": f.T @ g_out,
-        "b_dec": g_out.sum(axis=0) - ((g_pre @ sae.W_enc.T).sum(axis=0) if sae.apply_b_dec_to_input else 0.0),
+        "b_dec": g_out.sum(axis=0),
     }
-    return mse + l1_term, {"mse": mse, "l1": l1_term}, grads, f
+    aux_term = 0.0
+    n_dead = 0 if dead is None or not aux else int(np.count_nonzero(dead))
+    if n_dead:
+        k_aux = max(sae.d_in // 2, 1)
+        weight = aux * min(n_dead / k_aux, 1.0)
+        idx = np.flatnonzero(dead)
+        f_aux = _top_k(pre[:, idx], min(k_aux, n_dead))
+        w_dead = sae.W_dec[idx]
+        aux_err = f_aux @ w_dead + err  # ê − e, with e = x − x̂ = −err
+        aux_term = weight * float(np.einsum("ij,ij->", aux_err, aux_err)) / n
+        g_aux = (2.0 * weight / n) * aux_err
+        g_pre_aux = (g_aux @ w_dead.T) * (f_aux > 0)
+        grads["W_dec"][idx] += f_aux.T @ g_aux
+        grads["W_enc"][:, idx] += centred.T @ g_pre_aux
+        grads["b_enc"][idx] += g_pre_aux.sum(axis=0)
+        g_pre = g_pre.copy()
+        g_pre[:, idx] += g_pre_aux  # for b_dec below
+    if sae.apply_b_dec_to_input:
+        grads["b_dec"] -= (g_pre @ sae.W_enc.T).sum(axis=0)
+    return mse + l1_term + aux_term, {"mse": mse, "l1": l1_term, "aux": aux_term}, grads, f

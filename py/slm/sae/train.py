@@ -5,10 +5,11 @@ s = √d_in / mean‖x‖ (the mean over the gathered rows), so that the objecti
 every layer and model; `Trainer.sae()` folds s into the weights (SAE.folded), so the SAE it returns, saves and
 measures reads raw activations.
 
-Dead features: a feature that has not fired on any of the last `dead_after` rows trained is resampled every
-`resample_every` steps (until 80 % of the run): its decoder row becomes the normalised reconstruction error of a row
-the SAE reconstructs badly (drawn with probability ∝ squared error), its encoder column that direction at the mean
-norm of the live columns, its b_enc 0, and its AdamW moments 0.
+Dead features: a feature that has not fired on any of the last `dead_after` rows trained is dead. A TopK SAE pulls
+its dead features back with the auxiliary loss (slm.sae.core, `aux`); either kind can also resample them every
+`resample_every` steps (until 80 % of the run; the ReLU preset does): the decoder row becomes the normalised
+reconstruction error of a row the SAE reconstructs badly (drawn with probability ∝ squared error), the encoder
+column that direction at the mean norm of the live columns, b_enc 0, and the AdamW moments of all three 0.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ from ..generate import generate
 from ..model import Model
 from ..train.optim import AdamW, lr_at
 from .core import SAE, loss_and_grads
+from .metrics import reconstruction_metrics
+
+DEFAULT_WINDOWS = 2000  # token windows gathered for a run: 64,000 rows at the shipped model's 32 positions
 
 
 def default_hook(model: Model) -> str:
@@ -106,33 +110,38 @@ class Settings:
     activation: str = "topk"  # "topk" or "relu"
     k: int = 8  # TopK's active features per row
     l1: float = 1.0  # ReLU's λ (on scaled activations: ‖x‖ ≈ √d_in)
-    steps: int = 2000
+    steps: int = 600
     batch_size: int = 1024  # rows per step
-    lr: float = 4e-3
+    lr: float = 1e-2
     warmup: int = 50
     lr_floor: float = 0.1
     l1_warmup: int = 200  # ReLU: λ rises linearly over these steps (SAELens's l1_warm_up_steps)
-    resample_every: int = 250
-    dead_after: int = 50_000  # rows without firing before a feature counts as dead
+    aux: float = 1.0  # TopK: the auxiliary loss's coefficient on dead features (0: none; SAELens's default 1)
+    resample_every: int = 0  # steps between resamplings of dead features (0: never)
+    dead_after: int = 16_000  # rows without firing before a feature counts as dead (16 steps of 1024 rows)
     seed: int = 0
 
 
 PRESETS = {
-    # the bench's preset (bench/sae_bench.py): the shipped model, d_sae = 8 × 64
-    "shipped-topk": Settings(d_sae=512, activation="topk", k=8, steps=2000, batch_size=1024, lr=4e-3),
-    "shipped-relu": Settings(d_sae=512, activation="relu", l1=1.0, steps=3000, batch_size=1024, lr=2e-3),
-    "quick": Settings(d_sae=256, activation="topk", k=8, steps=300, batch_size=512, lr=5e-3, resample_every=100),
+    # the bench's preset (bench/sae_bench.py, docs/benchmarks.md): the shipped model, d_sae = 8 × 64, TopK with AuxK
+    "shipped-topk": Settings(),
+    # L1 instead of TopK: dead features resampled rather than pulled back by AuxK
+    "shipped-relu": Settings(activation="relu", l1=1.0, steps=1500, lr=1e-2, resample_every=250),
+    "quick": Settings(d_sae=256, steps=200, batch_size=512),
 }
 
 
 class Trainer:
     """Trains an SAE on activations (N, d_in) in chunks: `step(n)` runs n steps and returns the last record; a UI
-    calls it between frames, reads `history` and `metrics()`, and stops by no longer calling it. `run(chunk)` is the
-    same as a generator. `sae()` is the SAE for raw activations at any point."""
+    calls it between frames, reads `history` (one record per step) and `metrics()` (on held-out rows), and stops
+    by no longer calling it. `run(chunk)` is the same as a generator. `sae()` is the SAE for raw activations at
+    any point."""
 
     def __init__(self, activations: np.ndarray, settings: Settings = Settings(), hook_name: str | None = None,
-                 metadata: dict[str, Any] | None = None, dtype: Any = np.float32) -> None:
+                 metadata: dict[str, Any] | None = None, dtype: Any = np.float32,
+                 held_out: np.ndarray | None = None) -> None:
         acts = np.asarray(activations, dtype=dtype)
+        self.held_out = None if held_out is None else np.asarray(held_out, dtype=dtype)
         if acts.ndim != 2 or acts.shape[0] < 2:
             raise ValueError(f"activations must be (rows, d_in) with at least 2 rows, got shape {acts.shape}")
         self.settings = s = settings
@@ -168,7 +177,7 @@ class Trainer:
 
     def step(self, n: int = 1) -> dict[str, float]:
         """Run up to n steps (fewer at the end of the run); return the last step's record
-        {step, loss, mse, l1, fve, l0, lr, dead_fraction}."""
+        {step, loss, mse, l1, aux, fve, l0, lr, dead_fraction}."""
         s, sae = self.settings, self.model_sae
         start = time.perf_counter()
         record: dict[str, float] = self.history[-1] if self.history else {}
@@ -177,7 +186,8 @@ class Trainer:
                 break
             x = self._batch()
             l1 = s.l1 * min(1.0, (self.t + 1) / max(s.l1_warmup, 1)) if s.activation == "relu" else 0.0
-            loss, parts, grads, f = loss_and_grads(sae, x, l1)
+            dead = self.dead_mask() if s.activation == "topk" and s.aux else None
+            loss, parts, grads, f = loss_and_grads(sae, x, l1, dead, s.aux)
             # Unit-norm decoder rows: move only along the sphere (drop each row gradient's radial part).
             w = sae.params["W_dec"]
             grads["W_dec"] -= np.einsum("ij,ij->i", grads["W_dec"], w)[:, None] * w
@@ -189,7 +199,7 @@ class Trainer:
             self.last_fired[fired] = self.rows_seen
             self.t += 1
             var = float(((x - x.mean(axis=0)) ** 2).sum()) / x.shape[0]
-            record = {"step": self.t, "loss": loss, "mse": parts["mse"], "l1": parts["l1"],
+            record = {"step": self.t, "loss": loss, "mse": parts["mse"], "l1": parts["l1"], "aux": parts["aux"],
                       "fve": 1.0 - parts["mse"] / var, "l0": float((f > 0).sum()) / x.shape[0], "lr": lr,
                       "dead_fraction": float(self.dead_mask().mean())}
             self.history.append(record)
@@ -202,6 +212,12 @@ class Trainer:
         """Yield the last record after every `chunk` steps until the run's steps are done."""
         while not self.done:
             yield self.step(chunk)
+
+    def metrics(self, rows: int = 8192) -> dict[str, Any]:
+        """FVE, L0, dead, dense and density (slm.sae.metrics) of the SAE so far on the held-out activations given
+        to the constructor, else on the first `rows` training rows."""
+        x = self.held_out if self.held_out is not None else self.x[:rows] / self.scale
+        return reconstruction_metrics(self.sae(), x)
 
     def dead_mask(self) -> np.ndarray:
         """Features that have not fired on any of the last `dead_after` rows (none before that many rows)."""
@@ -239,7 +255,7 @@ class Trainer:
 
 
 def train(model: Model, hook_name: str | None = None, settings: Settings = Settings(), tokens: np.ndarray | None = None,
-          n_windows: int = 2000, seed: int = 0) -> Trainer:
+          n_windows: int = DEFAULT_WINDOWS, seed: int = 0) -> Trainer:
     """Gather activations at `hook_name` (default: after the middle block) of `tokens` (default: corpus_windows) and
     train to the end; the Trainer holds the SAE (`.sae()`) and the history."""
     hook_name = hook_name or default_hook(model)
