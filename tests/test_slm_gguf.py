@@ -33,7 +33,7 @@ from testkit.gguf_files import (
     with_weights,
     write_gguf,
 )
-from testkit.trained_tokenizers import CORPUS, gpt2_style
+from testkit.trained_tokenizers import CORPUS, byte_level_split, gpt2_style
 
 torch.set_num_threads(1)
 # How far each type's logits may be from the unquantized model's: the RMS difference over the logits' standard
@@ -160,6 +160,32 @@ def test_gpt2_tokenizer_from_metadata_matches_tokenizers(tmp_path, gpt2_tokenize
         assert ours.encode(text).ids == expected, text
         assert ours.decode(expected) == gpt2_tokenizer.decode(expected, skip_special_tokens=False), text
     assert ours.token_text(gpt2_tokenizer.token_to_id("<|endoftext|>")) == "<|endoftext|>"
+
+
+# Pre-tokenizers as the models' tokenizer.json files spell them: the tokenizers the GGUF `pre` names were made from.
+LLAMA3_PRE = {"type": "Sequence", "pretokenizers": [
+    {"type": "Split", "pattern": {"Regex": "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+                                           "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
+     "behavior": "Isolated", "invert": False},
+    {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
+SMOLLM_PRE = {"type": "Sequence", "pretokenizers": [
+    {"type": "Digits", "individual_digits": True},
+    {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}]}
+
+
+@pytest.mark.parametrize("pre, spec, ignore_merges", [("llama-bpe", LLAMA3_PRE, True), ("smollm", SMOLLM_PRE, False)])
+def test_split_rules_named_by_pre_match_tokenizers(pre, spec, ignore_merges, tmp_path):
+    reference = byte_level_split(spec, None, ignore_merges, vocab_size=VOCAB)
+    meta = gpt2_vocab(reference, tmp_path, pre=pre, bos="<|begin_of_text|>", eos="<|end_of_text|>")
+    write_gguf(tmp_path / "m.gguf", make_gpt2(), meta)
+    ours = slm.load(tmp_path / "m.gguf").tokenizer
+    for text in sample_strings(1000, 3) + ["1234567890", "I'LL we'Re", "\r\n\r\n  a"]:
+        expected = reference.encode(text, add_special_tokens=False).ids
+        assert ours.encode(text, add_special_tokens=False).ids == expected, text
+        assert ours.decode(expected) == reference.decode(expected, skip_special_tokens=False), text
+    # gguf.SpecialVocab wrote add_bos_token from the tokenizer.json's post-processor, which puts BOS first
+    assert ours.encode("hi there").ids == reference.encode("hi there").ids
+    assert ours.encode("hi").ids[0] == reference.token_to_id("<|begin_of_text|>")
 
 
 def test_sentencepiece_tokenizer_from_metadata_matches_sentencepiece(tmp_path, sentencepiece_model):

@@ -182,12 +182,11 @@ def write_gguf(path, model: torch.nn.Module, tokenizer_meta, qtype: Q = Q.F32,
     return held
 
 
-def gpt2_vocab(tokenizer, folder, pre: str = "gpt-2"):
+def gpt2_vocab(tokenizer, folder, pre: str = "gpt-2", bos: str = "<|endoftext|>", eos: str = "<|endoftext|>"):
     """_set_vocab_gpt2: tokens by id, NORMAL or CONTROL (special added tokens), the merges and special ids as
     gguf.SpecialVocab reads them from tokenizer.json and tokenizer_config.json."""
     tokenizer.save(str(folder / "tokenizer.json"))
-    (folder / "tokenizer_config.json").write_text(json.dumps({"bos_token": "<|endoftext|>",
-                                                              "eos_token": "<|endoftext|>"}))
+    (folder / "tokenizer_config.json").write_text(json.dumps({"bos_token": bos, "eos_token": eos}))
     reverse = {i: t for t, i in tokenizer.get_vocab().items()}
     special = {t.content for t in tokenizer.get_added_tokens_decoder().values() if t.special}
 
