@@ -43,6 +43,15 @@ def deliver_files(files: object) -> int | None:
         if e.name != "playground.inbox":
             raise
         return None
+    try:
+        from playground import memory  # before the files come in: the heap grows for them, or they are refused
+
+        memory.make_room(sum(int(data.byteLength) for _, data in files), f"{len(files)} file(s)")  # type: ignore[attr-defined]
+    except ModuleNotFoundError as e:
+        if e.name != "playground.memory":
+            raise
+    except MemoryError as e:
+        return inbox.refuse(str(e))
     pairs = []
     for name, data in files:  # type: ignore[attr-defined]
         buffer = bytearray(data.byteLength)

@@ -7,6 +7,7 @@ panel, bokeh, param, slm and playground, so the same file runs in CPython and in
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import html
 import time
 from collections.abc import Iterator, Mapping
@@ -15,6 +16,7 @@ from typing import Any
 import panel as pn
 from bokeh.models import SaveTool
 
+from playground import memory
 from playground.library import restore_linked
 from playground.models import REGISTRY
 from playground.state import PlaygroundState, ViewSettings, sync_url
@@ -112,6 +114,7 @@ class Playground:
         self._wanted_model: str | None = None  # the URL's model= when it names a kept model (restore_models)
         self.prompt = pn.widgets.TextInput(label="Prompt", value=state.prompt, placeholder="the cat chased the dog",
                                            sizing_mode="stretch_width", min_width=200, max_length=2000,
+        self._hub_link: dict[str, str | None] | None = None  # the URL's hf= (revision=, hub=, file=): opened then
                                            css_classes=["pg-prompt-input"])
         # Every keystroke re-runs the forward pass (it takes milliseconds); Enter also generates.
         self.prompt.param.watch(lambda e: setattr(state, "prompt", e.new), "value_input")
@@ -166,10 +169,13 @@ class Playground:
         self.model_select.param.update(options=self._model_options(), value=self.state.model_name)
 
     async def restore_models(self) -> None:
-        """The models this browser keeps back in the selector (the URL's model= shown if it names one)."""
+        """The models this browser keeps back in the selector (the URL's model= shown if it names one), then the
+        model the URL's hf= names opened from the Hub (or this browser's cache)."""
         await self.shelf.restore(self._wanted_model or self.state.requested_model)
 
     def _build_share(self) -> None:
+        if self._hub_link:
+            await self.shelf.open_hub(**self._hub_link)
         """"Copy link" (the whole state as a URL) and "Copy embed code" (an iframe of the current view), for
         instructors. The text is also shown in labelled fields, to copy by hand where a page forbids scripts."""
         self.share_link = pn.widgets.TextInput(label="Link to this state", sizing_mode="stretch_width",
@@ -363,6 +369,20 @@ async def prepare() -> None:
 
 def create_app(*, build_hidden_on_load: bool = True, custom_js: bool = True,
                stylesheet_url: str | None = None) -> Playground:
+def hub_link(playground: Playground, query: dict[str, str | None]) -> None:
+    """A link's Hub model (hf=owner/name, revision=, file=, and hub= a mirror's base URL, which the box in "Your
+    models" then uses too), opened after the kept models are restored; memory= (MB) lowers the most the page lets
+    its memory grow to (docs/own-model.md: for tests)."""
+    if query.get("memory"):
+        with contextlib.suppress(ValueError):  # not a number: the wasm cap stands
+            memory.set_limit(float(query["memory"]))
+    if query.get("hub"):
+        playground.shelf.hub_base = query["hub"]
+    if query.get("hf"):
+        playground._hub_link = {"repo": query["hf"], "revision": query.get("revision"), "hub_base": query.get("hub"),
+                                "file": query.get("file")}
+
+
     """One session's playground (`panel serve` and the static site both call this); `.root` is what to show.
 
     The views of the hidden tabs are built after the first render, one at a time (``start_building_hidden()``, so
@@ -374,10 +394,13 @@ def create_app(*, build_hidden_on_load: bool = True, custom_js: bool = True,
     state = PlaygroundState()
     playground = Playground(state, custom_js=custom_js)  # which reads the URL before it builds a view
     if pn.state.location is not None:  # model= may name a model this browser keeps: found once they are restored
-        wanted = str(pn.state.location.query_params.get("model") or "")
+        query = pn.state.location.query_params
+        wanted = str(query.get("model") or "")
         playground._wanted_model = wanted if wanted and wanted != state.model_name else None
     if pn.state.curdoc is not None:
         pn.state.curdoc.template = PAGE_TEMPLATE
+        hub_link(playground, {key: None if query.get(key) is None else str(query[key])
+                              for key in ("hf", "revision", "hub", "file", "memory")})
         if build_hidden_on_load:
             pn.state.onload(playground.start_building_hidden)
     return playground

@@ -66,6 +66,12 @@ def probe_prompts(model: slm.Model, tokenizer: slm.WordTokenizer) -> dict[str, l
 _PROBE_CACHE: dict[str, Any] = {}
 
 
+def forget_probes(model: slm.Model | None) -> None:
+    """Drop the kept scores when they are `model`'s (a model removed from the page leaves no reference here)."""
+    if model is not None and _PROBE_CACHE.get("model") is model:
+        _PROBE_CACHE.clear()
+
+
 def probe_scores(model: slm.Model, tokenizer: slm.WordTokenizer) -> dict[str, roles.RoleScore]:
     """Every role's scores pooled over the model's probe set (computed once per model: the last one is kept)."""
     if _PROBE_CACHE.get("model") is model:

@@ -17,10 +17,13 @@ _RECEIVERS: list[weakref.ref] = []
 
 
 class Receiver:
-    """Wraps a coroutine function taking {name: bytes or bytearray}."""
+    """Wraps a coroutine function taking {name: bytes or bytearray}, and a function told why files could not be
+    taken in (the page had no memory for them)."""
 
-    def __init__(self, receive: Callable[[dict[str, bytes]], Any]) -> None:
+    def __init__(self, receive: Callable[[dict[str, bytes]], Any],
+                 refused: Callable[[str], Any] = lambda message: None) -> None:
         self.receive = receive
+        self.refused = refused
 
 
 def subscribe(receiver: Receiver) -> Receiver:
@@ -39,4 +42,13 @@ def deliver(files: Iterable[Any]) -> int:
     if not receivers:
         return 0
     asyncio.ensure_future(receivers[-1].receive(mapping))
+    return 1
+
+
+def refuse(message: str) -> int:
+    """Tell the page's playground that dropped files were not taken in, and why; 1 if one was told, else 0."""
+    receivers = [r for r in (ref() for ref in _RECEIVERS) if r is not None]
+    if not receivers:
+        return 0
+    receivers[-1].refused(message)
     return 1

@@ -156,8 +156,11 @@ class PlaygroundState(Linked):
         return name
 
     def forget_model(self, name: str) -> None:
-        """Take a registered model out of the selector (the shipped or lesson model takes its place if shown)."""
-        REGISTRY.pop(name, None)
+        """Take a registered model out of the selector (the shipped or lesson model takes its place if shown), and
+        out of memory: no reference to it is left here (the wasm heap reuses its bytes)."""
+        from .circuits import forget_probes
+
+        forget_probes(REGISTRY.pop(name, None))
         if self.model_name == name:
             self.model_name = default_model_name()
         self.param.model_name.objects = model_names()

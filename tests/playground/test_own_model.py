@@ -118,7 +118,7 @@ def test_files_that_are_not_a_model_are_refused_by_name(tmp_path):
     with pytest.raises(library.LoadError, match="notes.txt"):
         library.load_files({"notes.txt": b"hello"})
     with pytest.raises(library.LoadError, match="more than this page can hold"):
-        library.load_files({"huge.npz": b"\0" * (library.MAX_BYTES + 1)})
+        library.load_files({"huge.npz": memoryview(np.zeros(library.MAX_BYTES + 1, np.uint8))})  # pages untouched
     cfg = slm.Config(n_vocab=4, n_ctx=8, n_model=8, n_heads=2)
     params = slm.init_params(cfg, seed=0, dtype=np.float32)
     params["tok_emb"][0, 0] = np.nan

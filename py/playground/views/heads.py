@@ -8,6 +8,8 @@ displaying the role and selects the head in the Attention view.
 
 from __future__ import annotations
 
+import weakref
+
 import panel as pn
 from bokeh.events import Tap
 from bokeh.models import ColumnDataSource, FixedTicker, HoverTool, LinearColorMapper, Range1d
@@ -54,7 +56,7 @@ class HeadsView(View):
         self.table = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width")
         self.buttons = wrap_row(margin=(0, 10))  # wraps on a narrow screen
         self.shape: tuple[int, int, tuple[str, ...]] | None = None  # layers, heads, the roles drawn
-        self.model_seen: object = None
+        self.model_seen: weakref.ref | None = None  # weak: a model removed from the page must not stay alive here
         # A model with many heads: one role's layers × heads at a time (five blocks of 30 layers do not fit).
         self.role = pn.widgets.Select(label="Role shown", value="induction", width=240, margin=(0, 10),
                                       options={roles.ROLE_TITLES[role]: role for role in roles.ROLES}, visible=False)
@@ -119,8 +121,8 @@ class HeadsView(View):
             source.data = data
         self.shape = (cfg.n_layers, cfg.n_heads, shown)
         self.table.object = summary_html(probe, prompt)
-        if self.model_seen is not state.model:  # the buttons depend on the model only
-            self.model_seen = state.model
+        if self.model_seen is None or self.model_seen() is not state.model:  # the buttons depend on the model only
+            self.model_seen = weakref.ref(state.model)
             self.buttons.objects = [self._button(role, probe[role]) for role in circuits.FOUR_ROLES
                                     if probe[role].n]
 
