@@ -112,9 +112,9 @@ class Playground:
         state.view_settings = list(self.settings.values())
         sync_url(state)  # the URL's values (view=, embed=, prompt=...) first: then only the view they show is built
         self._wanted_model: str | None = None  # the URL's model= when it names a kept model (restore_models)
+        self._hub_link: dict[str, str | None] | None = None  # the URL's hf= (revision=, hub=, file=): opened then
         self.prompt = pn.widgets.TextInput(label="Prompt", value=state.prompt, placeholder="the cat chased the dog",
                                            sizing_mode="stretch_width", min_width=200, max_length=2000,
-        self._hub_link: dict[str, str | None] | None = None  # the URL's hf= (revision=, hub=, file=): opened then
                                            css_classes=["pg-prompt-input"])
         # Every keystroke re-runs the forward pass (it takes milliseconds); Enter also generates.
         self.prompt.param.watch(lambda e: setattr(state, "prompt", e.new), "value_input")
@@ -172,10 +172,10 @@ class Playground:
         """The models this browser keeps back in the selector (the URL's model= shown if it names one), then the
         model the URL's hf= names opened from the Hub (or this browser's cache)."""
         await self.shelf.restore(self._wanted_model or self.state.requested_model)
-
-    def _build_share(self) -> None:
         if self._hub_link:
             await self.shelf.open_hub(**self._hub_link)
+
+    def _build_share(self) -> None:
         """"Copy link" (the whole state as a URL) and "Copy embed code" (an iframe of the current view), for
         instructors. The text is also shown in labelled fields, to copy by hand where a page forbids scripts."""
         self.share_link = pn.widgets.TextInput(label="Link to this state", sizing_mode="stretch_width",
@@ -367,8 +367,6 @@ async def prepare() -> None:
         await restore_linked(str(pn.state.location.query_params.get("model") or ""))
 
 
-def create_app(*, build_hidden_on_load: bool = True, custom_js: bool = True,
-               stylesheet_url: str | None = None) -> Playground:
 def hub_link(playground: Playground, query: dict[str, str | None]) -> None:
     """A link's Hub model (hf=owner/name, revision=, file=, and hub= a mirror's base URL, which the box in "Your
     models" then uses too), opened after the kept models are restored; memory= (MB) lowers the most the page lets
@@ -383,6 +381,8 @@ def hub_link(playground: Playground, query: dict[str, str | None]) -> None:
                                 "file": query.get("file")}
 
 
+def create_app(*, build_hidden_on_load: bool = True, custom_js: bool = True,
+               stylesheet_url: str | None = None) -> Playground:
     """One session's playground (`panel serve` and the static site both call this); `.root` is what to show.
 
     The views of the hidden tabs are built after the first render, one at a time (``start_building_hidden()``, so
@@ -397,10 +397,10 @@ def hub_link(playground: Playground, query: dict[str, str | None]) -> None:
         query = pn.state.location.query_params
         wanted = str(query.get("model") or "")
         playground._wanted_model = wanted if wanted and wanted != state.model_name else None
-    if pn.state.curdoc is not None:
-        pn.state.curdoc.template = PAGE_TEMPLATE
         hub_link(playground, {key: None if query.get(key) is None else str(query[key])
                               for key in ("hf", "revision", "hub", "file", "memory")})
+    if pn.state.curdoc is not None:
+        pn.state.curdoc.template = PAGE_TEMPLATE
         if build_hidden_on_load:
             pn.state.onload(playground.start_building_hidden)
     return playground
