@@ -1,12 +1,20 @@
 """Byte-pair-encoding tokenizers read from a Hugging Face `tokenizer.json`, in pure Python (no `regex`, no
 `tokenizers`: the code must run in Pyodide with the standard library and NumPy only).
 
-Two families load: GPT-2's byte-level BPE (every byte is a symbol, text is first split by GPT-2's pattern) and
-SentencePiece-style BPE with byte fallback (Llama: spaces become `▁`, a character missing from the vocabulary
-becomes its UTF-8 bytes as `<0xNN>` tokens). GPT-2's `vocab.json` + `merges.txt` load too
-(`from_gpt2_files`). Encoding follows the `tokenizers` library's steps: added tokens are cut out first, then
-normalizer, pre-tokenizer, BPE merges by rank, post-processor (e.g. Llama's BOS). A component this module does not
-implement is a ValueError naming it, never a silently different encoding.
+Two families load: byte-level BPE (every byte is a symbol: GPT-2, Llama 3, Qwen2, SmolLM) and SentencePiece-style
+BPE with byte fallback (Llama: spaces become `▁`, a character missing from the vocabulary becomes its UTF-8 bytes as
+`<0xNN>` tokens). GPT-2's `vocab.json` + `merges.txt` load too (`from_gpt2_files`). Encoding follows the
+`tokenizers` library's steps: added tokens are cut out first, then normalizer, pre-tokenizer, BPE merges by rank,
+post-processor (e.g. Llama's BOS). The pre-tokenizers are ByteLevel (GPT-2's split, by hand in `gpt2_split`),
+Metaspace, Digits, Split (a regex, read by `slm.onig_re`, or a string) and Sequence. A component this module does
+not implement is a ValueError naming it, never a silently different encoding.
+
+GGUF files name their byte-level BPE's split rules in `tokenizer.ggml.pre` with llama.cpp's names.
+`pre_tokenizer_for_gguf(name)` gives, for a known name, a new dict:
+`{"normalizer": ..., "pre_tokenizer": ..., "ignore_merges": bool, "add_bos": bool}` -- the first two go into a
+tokenizer.json dict as they are, `ignore_merges` into its `model`, and `add_bos` is llama.cpp's default for a file
+without `tokenizer.ggml.add_bos_token`. A file without `tokenizer.ggml.pre` is "default" to llama.cpp; an unknown
+name is a ValueError naming it.
 """
 
 from __future__ import annotations
@@ -794,14 +802,13 @@ GGUF_PRE_TOKENIZERS: dict[str, dict[str, Any]] = {name: rule for names, rule in 
 
 
 def pre_tokenizer_for_gguf(name: str) -> dict[str, Any]:
-    """The split rules a GGUF file's `tokenizer.ggml.pre` names, for a byte-level BPE (`tokenizer.ggml.model` "gpt2"):
-    a new dict with the `normalizer` and `pre_tokenizer` objects of a tokenizer.json, `ignore_merges` for its
-    `model`, and `add_bos`, llama.cpp's default for a file without `tokenizer.ggml.add_bos_token`. A file without
-    `tokenizer.ggml.pre` is "default" to llama.cpp. An unknown name is a ValueError naming it."""
+    """The split rules a GGUF file's `tokenizer.ggml.pre` names, for its byte-level BPE (`tokenizer.ggml.model`
+    "gpt2"), as the dict the module docstring describes."""
     rule = GGUF_PRE_TOKENIZERS.get(name)
     if rule is None:
         raise ValueError(f"GGUF: the pre-tokenizer {name!r} (tokenizer.ggml.pre) is not supported; slm reads "
                          f"{', '.join(sorted(GGUF_PRE_TOKENIZERS))}")
     return json.loads(json.dumps(rule))
+
 
 KINDS["bpe"] = lambda data: BPETokenizer(data["tokenizer"])
