@@ -2,7 +2,7 @@
 bench/slm_bench.py.
 
 TorchReference is written from the spec (docs/slm.md), not from slm's code: torch's own layer_norm / rms_norm /
-gelu(approximate="tanh") / silu / scaled_dot_product_attention, RoPE through complex multiplication, the sinusoidal
+gelu (tanh and exact) / silu / scaled_dot_product_attention, RoPE through complex multiplication, the sinusoidal
 table from the exp-log formula. It loads the same weights from model.params, minding the storage conventions
 (attention matrices: output units as rows, y = x @ W.T = F.linear; feed-forward matrices: input coordinates as rows,
 y = x @ W).
@@ -46,13 +46,16 @@ class TorchReference(torch.nn.Module):
         return table.to(self.dtype)
 
     def _rope(self, x: torch.Tensor) -> torch.Tensor:
-        # x (heads, T, k): pairs (2i, 2i+1) as complex numbers, multiplied by e^{i * pos * base^(-2i/k) / scale}
+        # x (heads, T, k): among the first r coordinates (rotary_dim, else k), pairs (2i, 2i+1) as complex numbers,
+        # multiplied by e^{i * pos * base^(-2i/r) / scale}; the rest unchanged
         n_heads, t, k = x.shape
-        inv_freq = 1.0 / (self.cfg.rope_base ** (torch.arange(0, k, 2, dtype=torch.float64) / k))
+        r = self.cfg.rotary_dim or k
+        inv_freq = 1.0 / (self.cfg.rope_base ** (torch.arange(0, r, 2, dtype=torch.float64) / r))
         angles = torch.outer(torch.arange(t, dtype=torch.float64), inv_freq) / self.cfg.rope_scale
-        rotation = torch.polar(torch.ones_like(angles), angles)  # (T, k/2) complex128
-        pairs = torch.view_as_complex(x.to(torch.float64).reshape(n_heads, t, k // 2, 2).contiguous())
-        return torch.view_as_real(pairs * rotation).reshape(n_heads, t, k).to(self.dtype)
+        rotation = torch.polar(torch.ones_like(angles), angles)  # (T, r/2) complex128
+        pairs = torch.view_as_complex(x[..., :r].to(torch.float64).reshape(n_heads, t, r // 2, 2).contiguous())
+        turned = torch.view_as_real(pairs * rotation).reshape(n_heads, t, r).to(self.dtype)
+        return torch.cat([turned, x[..., r:]], dim=-1)
 
     def _attention(self, i: int, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         cfg, p, a = self.cfg, self.p, f"blocks.{i}.attn"
@@ -83,6 +86,8 @@ class TorchReference(torch.nn.Module):
             act = F.relu(pre)
         elif self.cfg.activation == "gelu":
             act = F.gelu(pre, approximate="tanh")
+        elif self.cfg.activation == "gelu_erf":
+            act = F.gelu(pre)
         else:
             act = F.silu(x @ p[f"{f}.w_gate"]) * pre
         out = act @ p[f"{f}.w_out"]
@@ -98,7 +103,11 @@ class TorchReference(torch.nn.Module):
             x = x + p["pos_emb"][:t]
         attention, hs, ys = [], [], []
         for i in range(cfg.n_layers):
-            if cfg.norm_placement == "pre":
+            if cfg.parallel_residual:  # both sublayers read x; no h
+                weights, attn = self._attention(i, self._norm(f"blocks.{i}.norm1", x))
+                h = None
+                y = x + attn + self._ffn(i, self._norm(f"blocks.{i}.norm2", x))
+            elif cfg.norm_placement == "pre":
                 weights, attn = self._attention(i, self._norm(f"blocks.{i}.norm1", x))
                 h = x + attn
                 y = h + self._ffn(i, self._norm(f"blocks.{i}.norm2", h))
