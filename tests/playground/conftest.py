@@ -22,20 +22,20 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def app_url(worker_id: str):
+def serve(script: Path, log_name: str):
+    """`panel serve` of `script` on a free port; yields its app's URL, and stops the server afterwards."""
     port = _free_port()
     # One BLAS thread, as in Pyodide: on a busy machine OpenBLAS's threads make a 32-token forward pass ~100x slower.
     env = dict(os.environ, PYTHONPATH=str(ROOT / "py"), OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
     ARTIFACTS.mkdir(exist_ok=True)
-    log_path = ARTIFACTS / f"panel_serve-{worker_id}.log"  # one server per pytest-xdist worker
+    log_path = ARTIFACTS / log_name
     log = open(log_path, "w")  # noqa: SIM115 - closed below, after the server stops
     server = subprocess.Popen(
-        [sys.executable, "-m", "panel", "serve", str(ROOT / "py/playground/app.py"), "--port", str(port),
+        [sys.executable, "-m", "panel", "serve", str(script), "--port", str(port),
          "--address", "127.0.0.1", "--allow-websocket-origin", f"127.0.0.1:{port}"],
         env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
     )
-    url = f"http://127.0.0.1:{port}/app"
+    url = f"http://127.0.0.1:{port}/{script.stem}"
     try:
         deadline = time.monotonic() + 120  # a loaded machine starts two servers and two browsers at once
         while time.monotonic() < deadline:
@@ -59,6 +59,11 @@ def app_url(worker_id: str):
             server.kill()
             server.wait()
         log.close()
+
+
+@pytest.fixture(scope="session")
+def app_url(worker_id: str):
+    yield from serve(ROOT / "py/playground/app.py", f"panel_serve-{worker_id}.log")  # one server per xdist worker
 
 
 @pytest.fixture

@@ -94,7 +94,7 @@ def test_a_summary_click_draws_that_layer_and_head(app):
     assert f"Layer {layer}: its {n_heads} heads" in attention.layers_title.object
     # a click on head 2's block of the layer figure selects it
     columns, _ = attention.layer_grid.layout(n_heads)
-    step = n + attention.layer_grid.GAP
+    step = n + attention.layer_grid.gap(n)
     attention._on_layer_tap(SimpleNamespace(x=(2 % columns) * step + 1, y=(2 // columns) * step + 1))
     assert (state.layer, state.head) == (layer, 2)
     attention.head_select.value = (1, 3)  # the keyboard's way: the head list
@@ -138,7 +138,7 @@ def test_residual_bars_are_per_layer_and_add_up(app):
     assert data["value"][names.index("L3 attention")] == pytest.approx(layer_heads, abs=1e-5)
     assert len(residual.numbers.tables["direct contributions"][1]) == len(parts)  # the table: every head
     assert len(residual.lens_source.data["stage"]) == n_layers + 1  # x and each block's output
-    assert list(residual.lens_fig.y_range.factors) == list(residual.lens_source.data["stage"])  # a column
+    assert list(residual.lens_fig.y_range.factors) == list(residual.lens_source.data["stage"])[::-1]  # x on top
     state.view = "map"
 
 

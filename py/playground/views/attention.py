@@ -105,9 +105,12 @@ class Heatmap:
 
 class LayerGrid:
     """One layer's heads as thumbnails in a single figure (a model with many heads): head j's heatmap is the block
-    at column j % columns, row j // columns, GAP cells apart. One figure fed with data, whatever the layer."""
+    at column j % columns, row j // columns, gap(n) cells apart (room for its name above it). One figure fed with
+    data, whatever the layer."""
 
-    GAP = 1.5
+    @staticmethod
+    def gap(n: int) -> float:
+        return max(2.0, 0.2 * n)
 
     def __init__(self, mapper: LinearColorMapper) -> None:
         self.cells = ColumnDataSource(data=_empty() | {"x": [], "y": [], "head": []})
@@ -137,7 +140,7 @@ class LayerGrid:
     def update(self, trace: slm.Trace, layer: int, labels: list[str], selected: int | None) -> None:
         n_heads, n = trace.layers[layer].attention.shape[0], len(labels)
         columns, rows = self.layout(n_heads)
-        step = n + self.GAP
+        step = n + self.gap(n)
         allowed, hidden = {}, {}
         for j in range(n_heads):
             a, h = analysis.attention_columns(trace, layer, j, labels)
@@ -151,17 +154,17 @@ class LayerGrid:
         self.masked.data = {name: np.concatenate(parts) for name, parts in hidden.items()} if hidden else (
             _empty() | {"x": [], "y": [], "head": []})
         self.names.data = dict(x=[(j % columns) * step - 0.5 for j in range(n_heads)],
-                               y=[(j // columns) * step - 0.6 for j in range(n_heads)],
+                               y=[(j // columns) * step - 0.7 for j in range(n_heads)],
                                text=[f"H{j}" for j in range(n_heads)])
-        width, height = columns * step - self.GAP, rows * step - self.GAP
+        width, height = columns * step - self.gap(n), rows * step - self.gap(n)
         self.fig.x_range.update(start=-0.5, end=width - 0.5)
-        self.fig.y_range.update(start=height - 0.5, end=-0.5 - 0.12 * step)  # room for the names above
+        self.fig.y_range.update(start=height - 0.5, end=-0.5 - self.gap(n))  # room for the first row's names
         self.fig.height = int(60 + 420 * rows / columns)
         self.select(selected, n_heads, n)
 
     def select(self, head: int | None, n_heads: int, n: int) -> None:
         columns, _ = self.layout(n_heads)
-        step = n + self.GAP
+        step = n + self.gap(n)
         if head is None:
             self.frame.data = dict(x=[], y=[], size=[])
         else:
@@ -171,7 +174,7 @@ class LayerGrid:
 
     def head_at(self, x: float, y: float, n_heads: int, n: int) -> int | None:
         columns, _ = self.layout(n_heads)
-        step = n + self.GAP
+        step = n + self.gap(n)
         column, row = int(np.floor((x + 0.5) / step)), int(np.floor((y + 0.5) / step))
         inside = (x + 0.5) - column * step < n and (y + 0.5) - row * step < n
         head = row * columns + column

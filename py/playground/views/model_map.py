@@ -167,7 +167,7 @@ class ModelMapView(View):
                 return 1.0 + node.layer
             return 1.0 + 2 * node.layer + (1 if node.kind == "ffn" or node.name.endswith("ffn.b_out") else 0)
 
-        xs = [FFN_X_MANY if many and n.kind == "ffn" else 1.0 + n.index for n in drawn]
+        xs = [FFN_X_MANY if many and n.kind in ("ffn", "pos") else 1.0 + n.index for n in drawn]
         ys = [row_of(n) for n in drawn]
         sizes_from = [abs(n.contribution) for n in drawn] if exact else [n.write for n in drawn]
         top = max((v for v in sizes_from if not math.isnan(v)), default=1.0) or 1.0

@@ -199,7 +199,7 @@ class ResidualView(View):
             fig.xaxis.major_label_orientation = 0.0 if column else 0.8
             fig.xaxis.visible, fig.yaxis.visible = not column, column
         if column:
-            fig.x_range.factors, fig.y_range.factors = ["top token"], stages
+            fig.x_range.factors, fig.y_range.factors = ["top token"], stages[::-1]  # x on top, as in the map
             fig.height = 60 + 20 * len(stages)
         else:
             fig.x_range.factors, fig.y_range.factors = stages, ["top token"]
