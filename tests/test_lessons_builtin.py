@@ -46,11 +46,11 @@ def test_state_keys_are_the_apps():
     """The lessons' list of URL keys is the playground's (but `embed`, which the lesson page decides)."""
     pytest.importorskip("panel")
     from playground.state import URL_PARAMS, VIEWS
-    from playground.views.lesson import LessonSettings
+    from playground.views.block import BlockSettings
     from playground.views.patching import PatchingSettings
     from playground.views.train import TrainSettings
 
-    app = set(URL_PARAMS.values()) | {k for s in (LessonSettings, PatchingSettings, TrainSettings)
+    app = set(URL_PARAMS.values()) | {k for s in (BlockSettings, PatchingSettings, TrainSettings)
                                       for k in s.URL.values()}
     assert set(states.STATE_KEYS) == app - {"embed"}
     assert states.VIEWS == VIEWS

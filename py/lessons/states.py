@@ -13,12 +13,13 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
-VIEWS = ("map", "generate", "attention", "residual", "next", "lesson", "heads", "patching", "train", "models")
+VIEWS = ("map", "generate", "attention", "residual", "next", "block", "heads", "patching", "train", "models",
+         "lessons")
 STATE_KEYS = (
     # the shared state (playground.state.URL_PARAMS), but `embed`: the lesson page decides that
     "prompt", "model", "max_new_tokens", "temperature", "top_k", "top_p", "seed", "layer", "head", "pos", "view",
     "ablate", "charts",
-    # the Lesson view's settings (views/lesson.py)
+    # the Block view's settings (views/block.py)
     "norm_placement", "norm", "positions", "causal", "heads", "kv_heads", "activation", "compare", "compare_pos",
     "compare_token",
     # the Patching view's (views/patching.py)

@@ -21,10 +21,11 @@ from playground.library import restore_linked
 from playground.models import REGISTRY
 from playground.state import PlaygroundState, ViewSettings, sync_url
 from playground.views.attention import AttentionView
+from playground.views.block import BlockSettings, BlockView
 from playground.views.common import STYLES, caption, esc, title, wrap_row
 from playground.views.generate import GenerateView
 from playground.views.heads import HeadsView
-from playground.views.lesson import LessonSettings, LessonView
+from playground.views.lessons import LessonsView
 from playground.views.model_map import ModelMapView
 from playground.views.models import ModelsView
 from playground.views.next_token import NextTokenView
@@ -43,16 +44,17 @@ VIEW_CLASSES: dict[str, tuple[type, str]] = {
     "attention": (AttentionView, "Attention"),
     "residual": (ResidualView, "Residual stream"),
     "next": (NextTokenView, "Next token"),
-    "lesson": (LessonView, "Lesson"),
+    "block": (BlockView, "Block"),
     "heads": (HeadsView, "Heads"),
     "patching": (PatchingView, "Patching"),
     "train": (TrainView, "Train"),
     "models": (ModelsView, "Your models"),
+    "lessons": (LessonsView, "Lessons"),
 }
 # The views with settings of their own: made with the page (a link carries them, whether or not their view is built
 # yet) and handed to the view, instead of the state, when it is built.
 VIEW_SETTINGS: dict[str, type[ViewSettings]] = {
-    "lesson": LessonSettings, "patching": PatchingSettings, "train": TrainSettings}
+    "block": BlockSettings, "patching": PatchingSettings, "train": TrainSettings}
 
 INTRO = ("A small transformer language model, running in your browser. Type a prompt: the model reads it as tokens "
          "(<code>&lt;start&gt;</code> first), and every view below shows one part of the same forward pass.")
@@ -313,7 +315,7 @@ class Playground:
             # Only the chosen view, plus what it cannot work without: the prompt box for generation, the token
             # strip (to choose a position) for the views that describe one position.
             parts = [self.prompt_bar] if state.view == "generate" else [self.tokens.panel]
-            if state.view == "lesson":
+            if state.view == "block":
                 parts = [self.prompt_bar, self.tokens.panel]
             self.root.objects = [*parts, self.views[state.view].panel, self.announce]
             self.root.css_classes = ["pg-root", "pg-embed"]

@@ -36,7 +36,10 @@ from .models import (
 )
 
 # The views, in their tabs' order; the first is the landing view.
-VIEWS = ("map", "generate", "attention", "residual", "next", "lesson", "heads", "patching", "train", "models")
+VIEWS = ("map", "generate", "attention", "residual", "next", "block", "heads", "patching", "train", "models",
+         "lessons")
+# Old names of views that links may still carry: `view=lesson` was the Block view before lessons became files.
+VIEW_ALIASES = {"lesson": "block"}
 DEFAULT_PROMPTS = {"shipped": "the cat chased the dogs because they were", "lesson": "the cat was tired"}
 # Above this vocabulary size a prompt's pass unembeds only the rows a view reads (the last and the selected one):
 # in the browser's NumPy, 32 rows x 32,000 tokens alone take ~0.45 s.
@@ -82,7 +85,7 @@ class PlaygroundState(Linked):
                             doc="What a chart's save button writes: Bokeh draws the charts as SVG for 'svg'")
     ablate = param.String(default="none", doc="A head removed from the residual stream, e.g. 'L0.H1'")
     architecture = param.Dict(default={name: choices[0] for name, choices in LESSON_CHOICES.items()},
-                              doc="The lesson model's switches (views.lesson.LessonSettings sets them)")
+                              doc="The lesson model's switches (views.block.BlockSettings sets them)")
 
     # ---- derived: written only by this class ----
     model = param.Parameter(doc="The slm.Model being shown")
@@ -266,6 +269,8 @@ class PlaygroundState(Linked):
 
     def apply_url_values(self, values: dict[str, Any]) -> None:
         values = dict(values)
+        if str(values.get("view", "")).lower() in VIEW_ALIASES:
+            values["view"] = VIEW_ALIASES[str(values["view"]).lower()]
         if "model_name" in values and str(values["model_name"]) not in self.param.model_name.objects:
             self.requested_model = str(values.pop("model_name"))  # a kept model, listed once the store is read
         super().apply_url_values(values)

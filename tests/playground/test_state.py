@@ -14,8 +14,8 @@ import slm
 from playground import analysis
 from playground.models import encode_prompt
 from playground.state import PlaygroundState
+from playground.views.block import BlockSettings
 from playground.views.generate import stream_html
-from playground.views.lesson import LessonSettings
 from playground.views.tokens import notes_html
 
 
@@ -135,7 +135,7 @@ def test_ablation_zeroes_exactly_one_head(state):
 def test_attribution_sums_to_the_logit_and_is_none_for_post_norm(state):
     result = analysis.attribution(state.model, state.trace, 3)
     assert result.values.sum() == pytest.approx(state.trace.logits[3, result.target])
-    LessonSettings(state).norm_placement = "post"
+    BlockSettings(state).norm_placement = "post"
     assert analysis.attribution(state.model, state.trace, 3) is None
 
 
@@ -266,7 +266,7 @@ def test_views_follow_a_two_layer_model_of_the_shipped_shape():
     assert len(attention.small) == 8 and "layer 1 · head 2" in attention.hint_text.object
     assert "“they” (position 7) reads" in attention.hint_text.object  # query "pronoun" is the default
     assert "<unk>" in app.state.tokens.labels
-    assert not app.views["lesson"].body.visible and app.views["lesson"].not_lesson.visible
+    assert not app.views["block"].body.visible and app.views["block"].not_lesson.visible
     names = app.views["residual"].attr_source.data["name"]
     assert "L1.H3" in names and "L1.ffn" in names
     assert app.views["residual"].coord_pane.visible is False  # d = 16: too wide for per-coordinate bars
@@ -317,7 +317,7 @@ def test_model_map_of_a_post_norm_model_says_what_is_exact():
     from playground.app import Playground
 
     state = PlaygroundState(model_name="lesson", prompt="the cat was tired")
-    LessonSettings(state, norm_placement="post")
+    BlockSettings(state, norm_placement="post")
     app = Playground(state)
     model_map = app.views["map"]
     data = dict(zip(model_map.source.data["name"], model_map.source.data["write"], strict=True))
@@ -353,7 +353,7 @@ def test_share_query_restores_the_state():
 
     app = Playground(PlaygroundState(model_name="lesson", prompt="the cat <b>was</b> & tired", layer=0, head=1,
                                      position=2, view="attention", temperature=0.35, ablate="L0.H1"))
-    app.settings["lesson"].norm_placement = "post"
+    app.settings["block"].norm_placement = "post"
     app.settings["patching"].patch_token = "dog"
     app.settings["train"].param.update(task="grammar", steps=50, autostart=True)
     query = app.state.share_query()
@@ -371,8 +371,9 @@ def test_share_query_restores_the_state():
 
 
 def test_a_link_sets_the_state_and_the_views_settings_at_once():
-    """A page opened from a link: each key reaches the state or its view's settings, and the lesson's switches
-    arrive together with the model, so that a head only the switched model has stays removed."""
+    """A page opened from a link: each key reaches the state or its view's settings, and the lesson model's
+    switches arrive together with the model, so that a head only the switched model has stays removed. The link
+    names the Block view by its old name, `lesson`, which still opens it."""
     import panel as pn
     from bokeh.document import Document
 
@@ -388,8 +389,8 @@ def test_a_link_sets_the_state_and_the_views_settings_at_once():
     finally:
         pn.state.curdoc = None
     state, settings = app.state, app.settings
-    assert state.model.cfg.n_heads == 4 and state.ablate == "L0.H3" and state.view == "lesson"
-    assert settings["lesson"].n_heads == 4 and settings["lesson"].compare
+    assert state.model.cfg.n_heads == 4 and state.ablate == "L0.H3" and state.view == "block"
+    assert settings["block"].n_heads == 4 and settings["block"].compare
     assert (settings["train"].task, settings["train"].steps) == ("grammar", 50)
     assert settings["train"].heads == PRESETS["grammar"].heads  # the task's preset, but for the link's steps
     assert settings["patching"].patch_position == 3

@@ -10,7 +10,7 @@ import slm
 from playground import analysis
 from playground.app import Playground
 from playground.state import PlaygroundState
-from playground.views.lesson import LessonSettings, lesson_tables
+from playground.views.block import BlockSettings, lesson_tables
 
 
 @pytest.fixture
@@ -19,7 +19,7 @@ def state() -> PlaygroundState:
 
 
 def test_architecture_toggles_rebuild_and_impossible_ones_explain(state):
-    lesson = LessonSettings(state)
+    lesson = BlockSettings(state)
     lesson.n_heads = 4
     assert state.model.cfg.n_heads == 4
     lesson.positions = "rope"  # head size 1 cannot be rotated in pairs
@@ -30,7 +30,7 @@ def test_architecture_toggles_rebuild_and_impossible_ones_explain(state):
 
 
 def test_causal_mask_keeps_earlier_rows_bit_identical(state):
-    lesson = LessonSettings(state, compare=True, compare_position=2, compare_token="dog")
+    lesson = BlockSettings(state, compare=True, compare_position=2, compare_token="dog")
     _, other, position = lesson.comparison()
     assert not analysis.changed_rows(state.trace.layers[0].y[:position], other.layers[0].y[:position]).any()
     assert analysis.changed_rows(state.trace.layers[0].y[position:], other.layers[0].y[position:]).all()
@@ -61,12 +61,12 @@ def test_a_parallel_block_has_no_h_and_its_ffn_reads_x():
     ("swiglu", "SiLU(gate) ⊙ (norm(h) W_in + b_in)")])
 def test_activation_toggle_rebuilds_the_ffn_and_its_label(state, activation, label):
     app = Playground(state)
-    lesson = app.settings["lesson"]
-    state.view = "lesson"  # a view redraws while it is shown
+    lesson = app.settings["block"]
+    state.view = "block"  # a view redraws while it is shown
     lesson.activation = activation
     assert state.model.cfg.activation == activation
     assert ("blocks.0.ffn.w_gate" in state.model.params) == (activation == "swiglu")
-    tables = app.views["lesson"].tables.object
+    tables = app.views["block"].tables.object
     assert label in tables
     assert ("6 · FFN gate" in tables) == (activation == "swiglu")
     if activation == "swiglu":  # the gate table holds silu(norm(h) W_gate), and hidden = gate * (norm(h) W_in + b)
@@ -75,14 +75,14 @@ def test_activation_toggle_rebuilds_the_ffn_and_its_label(state, activation, lab
         np.testing.assert_allclose(layer.ff_act, gate * layer.ff_pre)
         assert f"{gate[1, 0]:.4f}" in tables
     lesson.norm_placement = "post"
-    assert label.replace("norm(h)", "h") in app.views["lesson"].tables.object
+    assert label.replace("norm(h)", "h") in app.views["block"].tables.object
 
 
 def test_lesson_shows_q_k_v_split_by_head_and_gqa_sharing(state):
     app = Playground(state)
-    settings = app.settings["lesson"]
-    state.view = "lesson"  # a view redraws while it is shown
-    lesson = app.views["lesson"]
+    settings = app.settings["block"]
+    state.view = "block"  # a view redraws while it is shown
+    lesson = app.views["block"]
     tables = lesson.tables.object
     # two heads of size 2: q's columns 0-1 are head 0, columns 2-3 head 1 (a reshape of the (T, d) table)
     assert "<th colspan='2' class='pg-group'>head 0</th><th colspan='2' class='pg-group'>head 1</th>" in tables

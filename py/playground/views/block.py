@@ -1,4 +1,5 @@
-"""Lesson mode: the 4-number lesson model, every table of its forward pass, and three experiments.
+"""The Block view (called "Lesson" before lessons became files): the 4-number lesson model, every table of its
+forward pass, and three experiments.
 
 The six tables follow one row (one position) through the block: x → attention → head_out → h → FFN hidden → y.
 Architecture switches re-create the seeded model; "change one token" re-runs the prompt with one token swapped
@@ -23,7 +24,7 @@ from .common import View, caption, esc, labelled_checkbox, title, wrap_row
 SWITCHES = tuple(LESSON_CHOICES)
 
 
-class LessonSettings(ViewSettings):
+class BlockSettings(ViewSettings):
     """The lesson model's architecture switches and the change-one-token experiment."""
 
     URL = {"norm_placement": "norm_placement", "norm": "norm", "positions": "positions", "causal": "causal",
@@ -212,8 +213,8 @@ def _named(label: str, buttons: pn.widgets.RadioButtonGroup) -> pn.Column:
                      buttons, margin=0)
 
 
-class LessonView(View):
-    def __init__(self, settings: LessonSettings) -> None:
+class BlockView(View):
+    def __init__(self, settings: BlockSettings) -> None:
         self.settings = settings
         self.state = state = settings.state
         p, own = state.param, settings.param
@@ -246,7 +247,7 @@ class LessonView(View):
         self.switch = pn.widgets.Button(label="Switch to the lesson model", color="primary", width=220)
         self.switch.on_click(lambda _: setattr(state, "model_name", "lesson"))
         self.not_lesson = pn.Column(
-            pn.pane.HTML("<div class='pg-calm'>Lesson mode shows the lesson's tiny model (4 numbers per token, "
+            pn.pane.HTML("<div class='pg-calm'>This view shows the lesson model (4 numbers per token, "
                          "7 words) so that every number fits on screen.</div>", margin=(0, 10)),
             self.switch)
         self.body = pn.Column(
@@ -272,10 +273,10 @@ class LessonView(View):
                 own.compare_token, p.ablate, watch=True)
         self.update()
         self.panel = pn.Column(
-            title("Lesson mode: every number of one block"),
+            title("Block: every number of one block"),
             caption("The lesson's model: 7 words, 4 numbers per token, one block, fixed random (untrained) weights. "
                     "Its predictions are meaningless; the point is to follow the arithmetic."),
-            self.not_lesson, self.body, name="Lesson", sizing_mode="stretch_width",
+            self.not_lesson, self.body, name="Block", sizing_mode="stretch_width",
         )
 
     def update(self, *_: object) -> None:
