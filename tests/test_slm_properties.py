@@ -17,6 +17,8 @@ SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[Heal
 def configs(draw) -> slm.Config:
     n_heads = draw(st.sampled_from([1, 2, 3, 4]))
     head_size = draw(st.sampled_from([2, 4]))
+    positions = draw(st.sampled_from(["sinusoidal", "learned", "rope", "none"]))
+    norm_placement = draw(st.sampled_from(["pre", "post"]))
     return slm.Config(
         n_vocab=draw(st.integers(2, 20)),
         n_ctx=draw(st.integers(1, 9)),
@@ -27,10 +29,12 @@ def configs(draw) -> slm.Config:
         d_ff=draw(st.integers(1, 16)),
         activation=draw(st.sampled_from(["relu", "gelu", "swiglu"])),
         norm=draw(st.sampled_from(["layer", "rms"])),
-        norm_placement=draw(st.sampled_from(["pre", "post"])),
-        positions=draw(st.sampled_from(["sinusoidal", "learned", "rope", "none"])),
+        norm_placement=norm_placement,
+        positions=positions,
         rope_base=draw(st.sampled_from([10.0, 10000.0])),
         rope_scale=draw(st.sampled_from([1.0, 2.5])),
+        rotary_dim=draw(st.sampled_from([None, 2])) if positions == "rope" else None,
+        parallel_residual=draw(st.booleans()) if norm_placement == "pre" else False,
         causal=draw(st.booleans()),
         bias=draw(st.booleans()),
         tied=draw(st.booleans()),
