@@ -23,7 +23,8 @@ class CausalLanguageModel(Model):
     """One pre-norm block, d_ff=8, ReLU, biases present but zero, sinusoidal positions, seeded weights.
 
     Keyword arguments override the architecture (e.g. norm="rms", positions="rope", causal=False,
-    n_kv_heads=1); the weights are re-drawn from the same seed for the new shapes."""
+    n_kv_heads=1, or GPT-NeoX's parallel_residual=True and rotary_dim=2 with RoPE); the weights are re-drawn from
+    the same seed for the new shapes."""
 
     def __init__(self, n_vocab: int = 7, n_model: int = 4, n_heads: int = 2, seed: int = LESSON_SEED,
                  **overrides: Any) -> None:
