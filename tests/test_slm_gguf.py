@@ -7,6 +7,7 @@ near the unquantized model within a bound per type; the tokenizers against the l
 
 from __future__ import annotations
 
+import os
 import random
 import unicodedata
 
@@ -126,6 +127,19 @@ def test_bytes_mapping_and_in_place_give_the_same_model(tmp_path, gpt2_tokenizer
             np.testing.assert_array_equal(other.params[key], value)
             assert other.params[key].flags.writeable and other.params[key].flags.c_contiguous
     assert from_mapping.meta["name"] == "tiny-gpt2"  # general.name before the file's name
+
+
+def test_gguf_is_imported_only_when_a_file_is_read(tmp_path, gpt2_tokenizer):
+    """The site's start-up imports slm and the app's loader; gguf (0.5 MB of bytecode) waits for a .gguf."""
+    import subprocess
+    import sys
+
+    write_gguf(tmp_path / "m.gguf", make_gpt2(), gpt2_vocab(gpt2_tokenizer, tmp_path))
+    script = ("import sys, slm, playground.library; before = 'gguf' in sys.modules; "
+              f"slm.load({str(tmp_path / 'm.gguf')!r}); print(before, 'gguf' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert out.stdout.split() == ["False", "True"]
 
 
 # ---- tokenizers ----
