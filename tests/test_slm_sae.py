@@ -307,3 +307,27 @@ def test_logit_effect_goes_through_the_final_norm_weight(shipped, small_sae):
     assert [i for i, _ in up] == list(np.argsort(-by_hand)[:4])
     assert [i for i, _ in down] == list(np.argsort(by_hand)[:4])
     assert up[0][1] == pytest.approx(by_hand.max())
+
+
+def test_corpus_windows_from_text_and_from_the_models_own_samples(shipped):
+    windows = S.corpus_windows(shipped, 5, seq_len=6, text="the dog ( near the barn ) was hungry .")
+    ids = shipped.tokenizer.encode("the dog ( near the barn ) was hungry .").ids
+    assert windows.shape == (5, 6)
+    for row in windows:  # every window is a run of the text's ids, repeated end to end
+        assert any(list(row) == (ids * 3)[s:s + 6] for s in range(len(ids))), row
+    bare = slm.Model.init(slm.Config(n_vocab=11, n_ctx=8, n_model=8, n_heads=2), seed=0)
+    sampled = S.corpus_windows(bare, 3, seed=4)
+    assert sampled.shape == (3, 8) and sampled.max() < 11 and (sampled[:, 0] == 1).all()
+    np.testing.assert_array_equal(sampled, S.corpus_windows(bare, 3, seed=4))  # seeded
+
+
+def test_cli_trains_prints_and_saves(tmp_path, capsys):
+    from slm.sae.__main__ import main
+
+    metrics = main(["--preset", "quick", "--steps", "20", "--windows", "40", "--eval-windows", "8", "--d-sae", "64",
+                    "--out", str(tmp_path / "sae")])
+    out = capsys.readouterr().out
+    assert "blocks.0.hook_resid_post" in out and "ce_recovered" in out and "step    20" in out
+    back = S.load(tmp_path / "sae")
+    assert (back.d_in, back.d_sae, back.k, back.hook_name) == (64, 64, 8, "blocks.0.hook_resid_post")
+    assert 0 < metrics["fve"] <= 1 and metrics["l0"] == pytest.approx(8.0)
