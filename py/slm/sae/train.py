@@ -98,6 +98,9 @@ def gather(model: Model, tokens: np.ndarray, hook_name: str, batch: int = 64, dt
         if hook_name not in cache:
             raise ValueError(f"no hook point named {hook_name!r} in this model (see Model.hook_names())")
         value = cache[hook_name]
+        if value.ndim != 3:  # (B, T, d) only: a head axis (hook_z, hook_pattern, ...) has no one row per position
+            raise ValueError(f"{hook_name} holds {value.ndim - 1}-axis values per sequence; an SAE reads a point of "
+                             "shape (batch, position, d) such as hook_resid_post, hook_mlp_out or hook_attn_out")
         rows.append(value.reshape(-1, value.shape[-1]).astype(dtype))
     return np.concatenate(rows)
 
