@@ -25,6 +25,7 @@ from testkit.gguf_files import (
     VOCAB,
     gguf_tensors,
     gpt2_vocab,
+    llama_hf_vocab,
     logits,
     make_gpt2,
     make_llama,
@@ -34,7 +35,7 @@ from testkit.gguf_files import (
     with_weights,
     write_gguf,
 )
-from testkit.trained_tokenizers import CORPUS, byte_level_split, gpt2_style
+from testkit.trained_tokenizers import CORPUS, byte_level_split, gpt2_style, llama_style
 
 torch.set_num_threads(1)
 # How far each type's logits may be from the unquantized model's: the RMS difference over the logits' standard
@@ -219,6 +220,18 @@ def test_sentencepiece_tokenizer_from_metadata_matches_sentencepiece(tmp_path, s
     assert merged > 1000  # the merges by score were exercised, not just single characters
     fallback = sp.encode("\U0001f9d1")  # "▁", then the character's four bytes
     assert sum(map(sp.is_byte, fallback)) == 4 and ours.encode("\U0001f9d1", add_special_tokens=False).ids == fallback
+
+
+def test_llama_vocabulary_without_scores_merges_by_id_as_tokenizers_does(tmp_path):
+    """A Llama converted from tokenizer.json alone (gguf.LlamaHfVocab: every score -1000): merges ranked by the merged
+    piece's id, the order a BPE trainer made them in, encode as `tokenizers` does."""
+    reference = llama_style(legacy=True, vocab_size=VOCAB)
+    write_gguf(tmp_path / "m.gguf", make_llama(), llama_hf_vocab(reference, tmp_path))
+    ours = slm.load(tmp_path / "m.gguf").tokenizer
+    for text in sample_strings(1500, 5):
+        expected = reference.encode(text).ids  # with BOS, as SpecialVocab's add_bos_token says
+        assert ours.encode(text).ids == expected, text
+        assert ours.decode(expected, skip_special_tokens=True) == reference.decode(expected), text
 
 
 # ---- the K types, which gguf.quants cannot write ----

@@ -200,6 +200,25 @@ def gpt2_vocab(tokenizer, folder, pre: str = "gpt-2", bos: str = "<|endoftext|>"
     return meta
 
 
+def llama_hf_vocab(tokenizer, folder):
+    """_set_vocab_llama_hf, for a Llama with tokenizer.json but no tokenizer.model: gguf.LlamaHfVocab's pieces (every
+    score -1000), types and special ids."""
+    tokenizer.save(str(folder / "tokenizer.json"))
+    (folder / "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}))
+    vocab = gguf.LlamaHfVocab(folder)
+    texts, scores, types = zip(*vocab.all_tokens(), strict=True)
+
+    def meta(writer):
+        writer.add_tokenizer_model("llama")
+        writer.add_tokenizer_pre("default")
+        writer.add_token_list(list(texts))
+        writer.add_token_scores(list(scores))
+        writer.add_token_types(list(types))
+        gguf.SpecialVocab(folder, n_vocab=len(texts)).add_to_gguf(writer)
+    return meta
+
+
 def sentencepiece_vocab(sp: spm.SentencePieceProcessor):
     """_set_vocab_sentencepiece: each piece's text, score and type from the SentencePiece model."""
     def kind(i: int) -> int:
