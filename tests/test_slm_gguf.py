@@ -234,23 +234,25 @@ def test_llama_vocabulary_without_scores_merges_by_id_as_tokenizers_does(tmp_pat
         assert ours.decode(expected, skip_special_tokens=True) == reference.decode(expected), text
 
 
-# ---- the K types, which gguf.quants cannot write ----
+# ---- the K and IQ4 types, which gguf.quants cannot write ----
 
-# Per type: the bytes of one block of 256 values and the offsets of its float16 scales (d, and dmin where it has one),
-# from ggml's block layouts; the rest of a block is random, so the scales are set to small finite values.
-K_BLOCKS = {Q.Q2_K: (84, (80, 82)), Q.Q3_K: (110, (108,)), Q.Q4_K: (144, (0, 2)), Q.Q5_K: (176, (0, 2)),
-            Q.Q6_K: (210, (208,))}
+# Per type: the bytes of one block and the offsets of its float16 scales (d, and dmin where it has one), from ggml's
+# block layouts; the rest of a block is random, so the scales are set to small finite values.
+BLOCKS = {Q.Q2_K: (84, (80, 82)), Q.Q3_K: (110, (108,)), Q.Q4_K: (144, (0, 2)), Q.Q5_K: (176, (0, 2)),
+          Q.Q6_K: (210, (208,)), Q.IQ4_NL: (18, (0,)), Q.IQ4_XS: (136, (0,))}
 
 
-@pytest.mark.parametrize("qtype", list(K_BLOCKS), ids=lambda q: q.name)
-def test_k_type_tensors_go_through_gguf_dequantize(qtype, tmp_path, sentencepiece_model):
-    model = make_llama(intermediate_size=256)  # ffn_down's rows are 256 long: one K block each
-    size, scales = K_BLOCKS[qtype]
-    assert gguf.GGML_QUANT_SIZES[qtype] == (256, size)
+@pytest.mark.parametrize("qtype", list(BLOCKS), ids=lambda q: q.name)
+def test_block_types_go_through_gguf_dequantize(qtype, tmp_path, sentencepiece_model):
+    model = make_llama(intermediate_size=256)  # ffn_down's rows are 256 long: one K block, eight IQ4_NL blocks
+    size, scales = BLOCKS[qtype]
+    block, type_size = gguf.GGML_QUANT_SIZES[qtype]
+    assert type_size == size
     rng = np.random.default_rng(3)
-    raw = rng.integers(0, 256, (64, size), dtype=np.uint8)
+    raw = rng.integers(0, 256, (64, 256 // block, size), dtype=np.uint8)
     for at in scales:
-        raw[:, at:at + 2] = np.full((64, 1), 0.01, np.float16).view(np.uint8)
+        raw[:, :, at:at + 2] = np.full((64, 256 // block, 1), 0.002, np.float16).view(np.uint8)
+    raw = raw.reshape(64, -1)
     held = write_gguf(tmp_path / "m.gguf", model, sentencepiece_vocab(sentencepiece_model), Q.F32,
                       replace={"blk.1.ffn_down.weight": (qtype, raw)})
     ours = slm.load(tmp_path / "m.gguf")
@@ -279,10 +281,10 @@ def test_bad_files_are_named(tmp_path, gpt2_tokenizer, monkeypatch):
         slm.load(tmp_path / "arch.gguf")
 
     w = gguf_tensors(make_gpt2())["blk.0.ffn_up.weight"]  # (256, 64): rows of two 32-value blocks
-    iq = np.zeros((256, 2 * gguf.GGML_QUANT_SIZES[Q.IQ4_NL][1]), np.uint8)
-    assert w.shape == (256, 64)
-    write_gguf(tmp_path / "type.gguf", make_gpt2(), meta, replace={"blk.0.ffn_up.weight": (Q.IQ4_NL, iq)})
-    with pytest.raises(ValueError, match="tensor blk.0.ffn_up.weight has the weight type IQ4_NL, which slm does "
+    mx = np.zeros((256, 2 * gguf.GGML_QUANT_SIZES[Q.MXFP4][1]), np.uint8)
+    assert w.shape == (256, 64) and gguf.GGML_QUANT_SIZES[Q.MXFP4][0] == 32
+    write_gguf(tmp_path / "type.gguf", make_gpt2(), meta, replace={"blk.0.ffn_up.weight": (Q.MXFP4, mx)})
+    with pytest.raises(ValueError, match="tensor blk.0.ffn_up.weight has the weight type MXFP4, which slm does "
                                          "not read"):
         slm.load(tmp_path / "type.gguf")
 

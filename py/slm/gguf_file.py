@@ -36,8 +36,10 @@ from .params import MAX_PARAMS, all_finite, count_params
 MAGIC = b"GGUF"
 ARCHITECTURES = ("gpt2", "llama", "gptneox")
 # The weight types read (dequantized to float32 by gguf.quants); what small-model files hold: the float types, the
-# legacy block types and the K types llama-quantize writes (a Q4_K_M file holds Q4_K and Q6_K tensors).
-TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")
+# legacy block types and the K types llama-quantize writes (a Q4_K_M file holds Q4_K and Q6_K tensors, and Q5_0 or
+# IQ4_NL where a row is not a multiple of 256 values), and IQ4_XS.
+TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K",
+         "IQ4_NL", "IQ4_XS")
 # tokenizer.ggml.token_type values (llama.cpp's llama_token_type)
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 METASPACE = "▁"
