@@ -207,6 +207,23 @@ def test_neox_matches_transformers(name, tmp_path, tokenizer):
     assert_matches(model, ours, tokenizer)
 
 
+@pytest.mark.parametrize("name", ["pythia-parallel-quarter", "half-tanh-no-attention-bias-tied"])
+def test_in_place_loading_keeps_the_weights_in_the_given_buffers(name, tmp_path, tokenizer):
+    """query_key_value's three parts, rearranged within its own bytes; only biases the file lacks are made."""
+    model = save(make_neox(name), tokenizer, tmp_path)
+    files = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    reference = slm.load(files)
+    handed = {key: bytearray(data) for key, data in files.items()}
+    ours = slm.load(handed, in_place=True)
+    weights = np.frombuffer(handed["model.safetensors"], np.uint8)
+    for key, value in reference.params.items():
+        np.testing.assert_array_equal(ours.params[key], value, err_msg=key)
+    made = () if NEOX_CONFIGS[name].get("attention_bias", True) else ("attn.b_q", "attn.b_k", "attn.b_v", "attn.b_o")
+    shared = [key for key, value in ours.params.items() if np.shares_memory(value, weights)]
+    assert sorted(shared) == sorted(k for k in ours.params if not k.endswith(made))
+    assert_matches(model, ours, tokenizer)
+
+
 def test_pythias_own_file_layout_loads(tmp_path, tokenizer):
     """Pythia's config.json names rotary_pct and rotary_emb_base (no rope_parameters), and its weights carry the
     causal-mask and frequency buffers older transformers saved; transformers reads it as the same model."""
