@@ -225,16 +225,16 @@ class Model:
     def hook_names(self) -> list[str]:
         """Every hook point of this model, in the order the forward pass reaches them."""
         cfg, pre = self.cfg, self.cfg.norm_placement == "pre"
-        mid = [] if cfg.parallel_residual else ["hook_resid_mid"]  # a parallel block has no residual in between
         names = ["hook_embed"] + (["hook_pos_embed"] if cfg.positions in ("sinusoidal", "learned") else [])
         for i in range(cfg.n_layers):
             b, a, m = f"blocks.{i}", f"blocks.{i}.attn", f"blocks.{i}.mlp"
             ln1, ln2 = [f"{b}.ln1.hook_normalized"], [f"{b}.ln2.hook_normalized"]
             rope = [f"{a}.hook_rot_q", f"{a}.hook_rot_k"] if cfg.positions == "rope" else []
             gated = [f"{m}.hook_pre_linear"] if cfg.activation == "swiglu" else []
+            mid = [] if cfg.parallel_residual else [f"{b}.hook_resid_mid"]  # a parallel block has no residual between
             names += [f"{b}.hook_resid_pre", *(ln1 if pre else []), f"{a}.hook_q", f"{a}.hook_k", f"{a}.hook_v", *rope,
                       f"{a}.hook_attn_scores", f"{a}.hook_pattern", f"{a}.hook_z", f"{a}.hook_result",
-                      f"{b}.hook_attn_out", *([] if pre else ln1), *(f"{b}.{n}" for n in mid), *(ln2 if pre else []),
+                      f"{b}.hook_attn_out", *([] if pre else ln1), *mid, *(ln2 if pre else []),
                       f"{m}.hook_pre", *gated, f"{m}.hook_post", f"{b}.hook_mlp_out", *([] if pre else ln2),
                       f"{b}.hook_resid_post"]
         return names + (["ln_final.hook_normalized"] if pre else [])
