@@ -35,7 +35,7 @@ def open_app(shape: str, n_vocab: int = 512, view: str = "map", tokens: int = 31
 @pytest.fixture(scope="module", params=list(SHAPES))
 def app(request):
     """One page per shape with every view built (the tests below read it, and change only the selection)."""
-    app = open_app(request.param)
+    app = open_app(request.param, tokens=15)  # the patching grid runs whole here (no event loop): ~T × layers passes
     app.settings["patching"].param.update(patch_position=2, patch_token=words(512)[40], good_token="aa",
                                           bad_token="ab")
     for view in VIEW_CLASSES:
