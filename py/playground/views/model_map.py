@@ -188,7 +188,9 @@ class ModelMapView(View):
             marker=["circle"] * len(drawn) + ["square"], offset=[*offsets, 16.0], beside=[*beside, 0.0],
             align=["left" if many else "center"] * len(drawn) + ["center"],
             valign=[*("middle" if many else "bottom" if up else "top" for up in above), "top"],
-            label=[*(node_label(n, labels) for n in drawn), f"logit {logit:.2f}"],
+            # many: the token's label on two lines, so that its row's line to the position node runs between them
+            label=[*(node_label(n, labels).replace(" ", "\n", 1) if many and n.kind == "embed" else
+                     node_label(n, labels) for n in drawn), f"logit {logit:.2f}"],
             name=[*(n.name for n in drawn), "unembed"], part=[*(n.kind for n in drawn), "unembed"],
             contribution=[*("—" if math.isnan(n.contribution) else f"{n.contribution:+.4f}" for n in drawn),
                           f"= logit {logit:.4f}"],
@@ -211,7 +213,7 @@ class ModelMapView(View):
         self.spine.data = dict(x=[0.0, 0.0], y=[-0.5, last])
         width = FFN_X_MANY + 0.8 if many else max(n.index for n in nodes) + 1
         self.x_range.update(start=-0.3, end=width + 0.95)  # the spine's half width on the left
-        self.y_range.update(start=last + 0.6, end=-0.8)
+        self.y_range.update(start=last + (1.0 if many else 0.6), end=-0.8)  # many: room for the logit's label
         self.fig.height = int((ROW_PX_MANY if many else ROW_PX) * (last + 1.2)) + (60 if many else 0)
         label = labels[position]
         self.heading.object = (f"<h3 class='pg-title'>Position {position} (“{esc(label)}”) → next: "
