@@ -23,6 +23,7 @@ from playground.state import PlaygroundState, ViewSettings, sync_url
 from playground.views.attention import AttentionView
 from playground.views.block import BlockSettings, BlockView
 from playground.views.common import STYLES, caption, esc, title, wrap_row
+from playground.views.features import FeaturesSettings, FeaturesView
 from playground.views.generate import GenerateView
 from playground.views.heads import HeadsView
 from playground.views.lessons import LessonsView
@@ -48,13 +49,15 @@ VIEW_CLASSES: dict[str, tuple[type, str]] = {
     "heads": (HeadsView, "Heads"),
     "patching": (PatchingView, "Patching"),
     "train": (TrainView, "Train"),
+    "features": (FeaturesView, "Features"),
     "models": (ModelsView, "Your models"),
     "lessons": (LessonsView, "Lessons"),
 }
 # The views with settings of their own: made with the page (a link carries them, whether or not their view is built
 # yet) and handed to the view, instead of the state, when it is built.
 VIEW_SETTINGS: dict[str, type[ViewSettings]] = {
-    "block": BlockSettings, "patching": PatchingSettings, "train": TrainSettings}
+    "block": BlockSettings, "patching": PatchingSettings, "train": TrainSettings,
+    "features": FeaturesSettings}
 
 INTRO = ("A small transformer language model, running in your browser. Type a prompt: the model reads it as tokens "
          "(<code>&lt;start&gt;</code> first), and every view below shows one part of the same forward pass.")
@@ -291,7 +294,8 @@ class Playground:
             self.views[name]  # noqa: B018 - no-op when built already (e.g. it was chosen)
 
     def _training(self) -> bool:
-        return self.views.built("train") and self.views["train"].running
+        return any(self.views.built(name) and getattr(self.views[name], busy)
+                   for name, busy in (("train", "running"), ("features", "working")))
 
     def start_building_hidden(self) -> asyncio.Future:
         """Start build_hidden_stepwise() in the background (the static site calls this right after 'ready');

@@ -244,7 +244,7 @@ class Shelf(param.Parameterized):
         failed, not_read = [], []
         for item in items:
             key = str(item.get("key"))
-            if key in REGISTRY:
+            if key in REGISTRY or key.startswith(storage.SAE_PREFIX):
                 continue
             if int(item.get("bytes") or 0) >= memory.LARGE and key != wanted:
                 not_read.append(key)  # one large model at a time: the link's, or none
@@ -267,6 +267,7 @@ class Shelf(param.Parameterized):
         shop = storage.store()
         try:
             await shop.remove(name)
+            await shop.remove(storage.SAE_PREFIX + name)
             self.stored = await shop.list()
         except Exception as exc:  # noqa: BLE001
             self.status = f"{name} could not be removed from this browser's storage ({exc})."

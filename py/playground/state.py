@@ -36,8 +36,8 @@ from .models import (
 )
 
 # The views, in their tabs' order; the first is the landing view.
-VIEWS = ("map", "generate", "attention", "residual", "next", "block", "heads", "patching", "train", "models",
-         "lessons")
+VIEWS = ("map", "generate", "attention", "residual", "next", "block", "heads", "patching", "train", "features",
+         "models", "lessons")
 # Old names of views that links may still carry: `view=lesson` was the Block view before lessons became files.
 VIEW_ALIASES = {"lesson": "block"}
 DEFAULT_PROMPTS = {"shipped": "the cat chased the dogs because they were", "lesson": "the cat was tired"}

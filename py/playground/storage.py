@@ -103,6 +103,10 @@ class ChunkWriter(io.RawIOBase):
         return self.size
 
 
+# A model's SAE (the Features view) is kept under this prefix + the model's key, beside the model: restoring models
+# passes over these entries, and removing a model removes its SAE.
+SAE_PREFIX = "sae: "
+
 _STORE: MemoryStore | BrowserStore | None = None
 
 
