@@ -152,9 +152,9 @@ def project_packages(py_dir: Path) -> list[Path]:
     return pkgs
 
 
-# Not needed in the browser: the training's command lines (the Train view runs slm.train.lab itself), and of
-# slm/weights/ all but the weights (card, logs, curves).
-PROJECT_EXCLUDE = re.compile(r"^slm/train/(__main__|lab_cli)\.py$|^slm/weights/(?!.*\.npz$)")
+# Not needed in the browser: the training's and the SAE's command lines (the Train and Features views run them),
+# and of slm/weights/ all but the weights (card, logs, curves).
+PROJECT_EXCLUDE = re.compile(r"^slm/(train|sae)/(__main__|lab_cli)\.py$|^slm/weights/(?!.*\.npz$)")
 
 
 def project_tree(py_dir: Path) -> tuple[Callable[[Path], None], str]:
