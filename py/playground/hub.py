@@ -127,15 +127,19 @@ async def fetch_model(ref: HubRef, fetcher: Any, progress: Progress,
         started = time.monotonic()
         refusal: list[BaseException] = []
 
+        asked: list[bool] = []
+
         def report(done: int, total: int | None, cached: bool = False) -> None:
-            if weights and room is not None and total and not refusal and done == 0:
+            if weights and room is not None and total and not asked:
+                asked.append(True)  # once per file: its size is known before its bytes (or from the cache)
                 try:
                     room(file, total)
                 except MemoryError as exc:
                     refusal.append(exc)
                     fetcher.cancel()
                     return
-            progress(file, done, total, time.monotonic() - started, cached)
+            if not refusal:
+                progress(file, done, total, time.monotonic() - started, cached)
 
         try:
             data = await fetcher.fetch(ref.url(file), report)
@@ -202,6 +206,7 @@ class BrowserFetcher:
     async def fetch(self, url: str, report: Callable[..., None]) -> bytearray:
         from pyodide.ffi import create_proxy  # only in the browser
 
+        self.cancelled = False
         callback = create_proxy(lambda done, total, cached=False: report(int(done), None if total is None
                                                                           else int(total), bool(cached)))
         self.job = self.js.download(url, callback)
@@ -210,15 +215,20 @@ class BrowserFetcher:
         finally:
             self.job = None
             callback.destroy()
+        if self.cancelled:  # a file from the cache comes whole at once: not copied in when refused
+            raise FetchFailed(0, "cancelled", cancelled=True)
         if int(result.status) != 200:
-            raise FetchFailed(int(result.status), str(result.reason or ""), bool(result.cancelled))
-        self.cached = self.cached and bool(result.cached)
+            # The answer's fields are those its case sets (hub.js): a missing one reads as its default.
+            raise FetchFailed(int(result.status), str(getattr(result, "reason", "") or ""),
+                              bool(getattr(result, "cancelled", False)))
+        self.cached = self.cached and bool(getattr(result, "cached", False))
         data = result.bytes
         out = bytearray(data.byteLength)  # the one copy in the wasm heap: a float32 model's weights stay in it
         data.assign_to(out)
         return out
 
     def cancel(self) -> None:
+        self.cancelled = True
         if self.job is not None:
             self.job.cancel()
 

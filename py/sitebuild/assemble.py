@@ -15,6 +15,7 @@ import json
 import re
 import shutil
 import tempfile
+import urllib.parse
 import zipfile
 from pathlib import Path
 
@@ -121,7 +122,8 @@ def pyodide_cdn(lock: dict) -> str:
     return PYODIDE_CDN.format(version=lock["pyodide"]["version"])
 
 
-def build(site: Path = SITE, py_dir: Path = PY_DIR, pyodide_packages: Path | None = None) -> dict:
+def build(site: Path = SITE, py_dir: Path = PY_DIR, pyodide_packages: Path | None = None,
+          hub_mirrors: list[str] = ()) -> dict:
     lock = read_lock()
     project_packages(py_dir)  # check the inputs before downloading anything
     if DEFLATE != "zopfli":
@@ -159,7 +161,7 @@ def build(site: Path = SITE, py_dir: Path = PY_DIR, pyodide_packages: Path | Non
     (site / FACTS_FILE).write_text(f"// Written by build.py (sitebuild/assemble.py): read by sw.js.\n"
                                    f"self.siteFacts = {json.dumps(facts, indent=1)};\n")
     manifest = write_manifest(site, lock, facts, packages, remote, prerendered)
-    check_csp(site, bool(remote))
+    check_csp(site, bool(remote), hub_mirrors)
     if remote:
         log(f"no portable file ({PORTABLE_FILE}): {', '.join(remote)} is not vendored (--pyodide-packages DIR)")
     else:
@@ -329,13 +331,28 @@ def write_manifest(site: Path, lock: dict, facts: dict, packages: list[str], rem
     return manifest
 
 
-def check_csp(site: Path, remote: bool) -> None:
-    """The pages' CSP must allow the Pyodide CDN only when something is fetched from it."""
+def hub_sources(mirrors: list[str] = ()) -> list[str]:
+    """What connect-src lists for models opened from the Hub (py/playground/hub.py names its hosts): the Hub, the
+    hosts its file URLs redirect to, and each configured mirror's origin (--hub-mirror)."""
+    from playground.hub import DEFAULT_HUB, REDIRECT_HOSTS  # standard library only: safe to import in the builder
+
+    origins = []
+    for url in mirrors:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise BuildError(f"--hub-mirror {url!r}: give the mirror's base URL, e.g. https://hub.example.org")
+        origins.append(f"{parts.scheme}://{parts.netloc}")
+    return [DEFAULT_HUB, *REDIRECT_HOSTS, *dict.fromkeys(origins)]
+
+
+def check_csp(site: Path, remote: bool, mirrors: list[str] = ()) -> None:
+    """The pages' connect-src: this site, the Pyodide CDN only when something is fetched from it, and the Hub's
+    hosts and mirrors (models opened by name)."""
+    sources = ["'self'", *([PYODIDE_CDN_ORIGIN] if remote else []), *hub_sources(mirrors)]
     for page in PAGES:
         path = site / page
         html = path.read_text()
-        new = re.sub(r"connect-src 'self'( " + re.escape(PYODIDE_CDN_ORIGIN) + ")?",
-                     f"connect-src 'self'{' ' + PYODIDE_CDN_ORIGIN if remote else ''}", html)
+        new = re.sub(r"connect-src 'self'[^;\"]*", "connect-src " + " ".join(sources), html)
         if "connect-src 'self'" not in new:
             raise BuildError(f"{path}: CSP meta with connect-src 'self' not found")
         if new != html:

@@ -26,6 +26,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="folder of pyodide_2025_0 wasm wheels (NumPy, ...) to vendor: no request leaves the site")
     ap.add_argument("--site-dir", type=Path, default=SITE, help="write the site here instead of site/")
     ap.add_argument("--py-dir", type=Path, default=PY_DIR, help="folder holding the playground and slm packages")
+    ap.add_argument("--hub-mirror", action="append", default=[], metavar="URL",
+                    help="a Hugging Face Hub mirror the pages' CSP allows beside the Hub (hub=URL opens from it)")
     ap.add_argument("--relock", action="store_true", help="re-resolve sha256 hashes of the versions in build.lock")
     ap.add_argument("--check-patches", action="store_true",
                     help="apply every patch under py/sitebuild/patches to the pinned sources; list every mismatch")
@@ -41,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"build.py: patch mismatch: {problem}", file=sys.stderr)
                 print(f"{len(problems)} patch mismatches" if problems else "every patch applies to the pinned sources")
                 return 1 if problems else 0
-            build(args.site_dir, args.py_dir, args.pyodide_packages)
+            build(args.site_dir, args.py_dir, args.pyodide_packages, args.hub_mirror)
     except BuildError as e:
         print(f"build.py: error: {e}", file=sys.stderr)
         return 1

@@ -2,8 +2,26 @@
 // files this visit loaded (the service worker's cache answers; NumPy too, wherever it came from) and the models of
 // the worker's store.
 import { exportModels } from "../protocol.js";
+import { keptHubModels } from "../worker/hub.js";
 import { $, embed, mb, opaque } from "./env.js";
 import { portable } from "./portable-file.js";
+
+// The largest model the file embeds: base64 makes it 4/3 larger, and the whole file is read into memory when opened.
+export const MODEL_MAX = 250_000_000;
+
+/** What the file will not hold, in words: models above MODEL_MAX, and the Hub's (named by their source). */
+async function leftOut(models) {
+  const notes = models.filter((m) => m.bytes > MODEL_MAX)
+    .map((m) => `${m.name} (${mb(m.bytes)}: a single file keeps models up to ${mb(MODEL_MAX)}; download its .npz instead)`);
+  let hub = [];
+  try {
+    hub = await keptHubModels();
+  } catch (e) {
+    console.info("[site] the Hub's kept files could not be listed:", e?.message || e);
+  }
+  notes.push(...hub.map((name) => `${name} (from the Hugging Face Hub: open it there on the hosted page, hf=${name.split("@")[0]})`));
+  return notes;
+}
 
 /** The models in the worker's store (slmStore), with their bytes. */
 function storedModels(worker) {
@@ -29,13 +47,16 @@ export function offerOfflineCopy(worker, manifest) {
         if (!resp.ok) throw new Error(`${url}: HTTP ${resp.status}`);
         return new Uint8Array(await resp.arrayBuffer());
       };
-      const models = await storedModels(worker);
+      const stored = await storedModels(worker);
+      const models = stored.filter((m) => m.bytes <= MODEL_MAX);
+      const notes = await leftOut(stored);
       const file = new Blob([await assemble({ manifest, read, models })], { type: "text/html" });
       const link = document.createElement("a");
       link.href = URL.createObjectURL(file);
       link.download = manifest.site.portable_name;
       link.click();
-      status.textContent = `Saved ${manifest.site.portable_name} (${mb(file.size)}): open it from a folder or a USB stick, no network needed.`;
+      status.textContent = `Saved ${manifest.site.portable_name} (${mb(file.size)}): open it from a folder or a USB stick, no network needed.` +
+        (notes.length ? ` Not in it: ${notes.join("; ")}.` : "");
     } catch (e) {
       // Reported where the visitor looks: under the button, and in the console.
       console.error("[site] the offline copy could not be made:", e);

@@ -16,7 +16,7 @@ const RUNTIME_DOWNLOADS = ["build/pyodide/pyodide.asm.wasm", "build/pyodide/pyth
  * @param {{keep: boolean, files: object|null}} options keep: store the runtime's files in this build's cache;
  *   files: the portable file's (path -> {bytes, type})
  * @returns the network: {download, count, asked, answered, failedAssets, assetFailed, runtimeIn, early, fetched,
- *   servedCopy}
+ *   servedCopy, plain}
  */
 export function network(ctx, { keep, files }) {
   const { root, manifest } = ctx;
@@ -89,6 +89,7 @@ export function network(ctx, { keep, files }) {
     /** Resolves once the runtime's own files are in (the wheels' downloads wait for it). */
     runtimeIn: Promise.all(RUNTIME_DOWNLOADS.map((path) => new Promise((resolve) => runtimeEnds.set(`${root}${path}`, resolve)))),
     download,
+    plain: realFetch, // the browser's fetch: the Hub's files (hub.js) count their own progress, for the app
   };
   ctx.fetched = net.fetched;
 

@@ -11,7 +11,7 @@
 //   start the app     app.js startApp      boot.py: the document, sent as Panel's 'render'; slm's SIMD products
 //                                          (kernels.js)
 //   serve             app.js serve         Panel's protocol: 'rendered', 'patch', 'location'; dropped files
-//                                          (dropped-files.js)
+//                                          (dropped-files.js); models from the Hub (hub.js)
 import { asSiteError, dispatch, MSG, SiteError, snapshotMade, status } from "../protocol.js";
 import { preludeFacts, importApp, sendRender, serve, startApp } from "./app.js";
 import { compileOptions } from "./compile.js";
@@ -19,6 +19,7 @@ import { context, post } from "./context.js";
 import { downloadInThread, downloadThreadUsable, installerOfUnpacked } from "./download-thread.js";
 import { requestEarly } from "./early.js";
 import { deliverFiles } from "./dropped-files.js";
+import { hubFiles } from "./hub.js";
 import { fetchKernel, useKernel } from "./kernels.js";
 import { readSnapshot, restore } from "./memory-snapshot.js";
 import { network } from "./network.js";
@@ -64,6 +65,7 @@ async function start(ctx, msg) {
 
   // network
   const net = network(ctx, { keep: msg.keep, files: msg.files });
+  self.slmHub = hubFiles(net.plain); // the app's Python opens models from the Hub through it (py/playground/hub.py)
   compileOptions(ctx, net);
   const [preludeSource, bootSource] = ["prelude.py", "boot.py"].map((name) => {
     const text = fetchText(ctx, name, "App bootstrap", "app");
