@@ -265,7 +265,20 @@ class PlaygroundState(Linked):
         values = self.url_values(always=("view", "model_name"))
         for settings in self.view_settings:
             values.update(settings.url_values())
-        return urllib.parse.urlencode({**values, **overrides})
+        return urllib.parse.urlencode({**values, **self.hub_values(), **overrides})
+
+    def hub_values(self) -> dict[str, str]:
+        """A model opened from the Hub is in a link by its source (hf=, revision=, hub=, file=): another browser
+        downloads it, this one opens it from its cache."""
+        source = (self.model.meta or {}).get("hub") if self.model is not None else None
+        if not isinstance(source, dict):
+            return {}
+        from .hub import DEFAULT_HUB
+
+        values = {"hf": source.get("repo"), "revision": source.get("revision"), "file": source.get("file"),
+                  "hub": source.get("hub")}
+        defaults = {"revision": "main", "hub": DEFAULT_HUB, "file": None}
+        return {key: str(value) for key, value in values.items() if value and value != defaults.get(key)}
 
     def apply_url_values(self, values: dict[str, Any]) -> None:
         values = dict(values)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import urllib.parse
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 
 import slm
-from playground import hub, library, memory, models
+from playground import hub, inbox, library, memory, models
 from playground.app import VIEW_CLASSES, Playground, hub_link
 from playground.state import PlaygroundState
 
@@ -76,6 +77,16 @@ def test_a_model_opens_by_name_from_a_mirror_with_a_redirect(page, checkpoint):
     assert not any(p.endswith((".bin", ".pt", ".pth")) for p in mirror.requests)  # never a pickle
     reference = library.load_files(checkpoint)
     np.testing.assert_array_equal(state.model.params["tok_emb"], reference.params["tok_emb"])
+    # A link to this state carries the model's source: another browser downloads it, this one opens its cache.
+    query = dict(urllib.parse.parse_qsl(state.share_query()))
+    assert {k: query.get(k) for k in ("hf", "revision", "hub", "file")} == {
+        "hf": REPO, "revision": "step3", "hub": mirror.url, "file": None}
+
+
+def test_files_the_page_has_no_memory_for_are_refused_with_a_message(page):
+    assert inbox.refuse("3 file(s) needs 900 MB of memory to load, more than this tab can give.") == 1
+    assert page.shelf.status == ("Not loaded: 3 file(s) needs 900 MB of memory to load, more than this tab can give. "
+                                 "The model shown before is still loaded.")
 
 
 @pytest.mark.parametrize("case, said", [
