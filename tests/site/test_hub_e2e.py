@@ -102,3 +102,25 @@ def test_a_model_opens_by_name_from_a_mirror_and_from_the_cache_after_a_reload(b
         assert python(visit, in_page(SHOWN)) == "shipped"
         assert visit.page.get_by_text("MB of memory to load").count() >= 1
         visit.screenshot("hub-refused")
+
+
+@pytest.mark.parametrize("engine", ["firefox", "webkit"])
+def test_firefox_and_webkit_open_a_model_by_name_and_again_from_the_cache(engines: object, engine: str,
+                                                                         vendored_site: Path, mirror: Mirror) -> None:
+    """The same in the two other engines, read from the page (the Your models view's status line)."""
+    from testkit.engines import FIND_JS
+
+    status = f"(({FIND_JS})('.pg-models-status') || {{}}).textContent || ''"
+    query = urllib.parse.urlencode({"hf": REPO, "hub": mirror.url, "view": "models"})
+    with serve(vendored_site) as url, engines.page(engine) as page:
+        page.open(f"{url}index.html?{query}")
+        assert page.evaluate("document.body.dataset.ready") == "1", (page.text("#error"), page.console)
+        said = page.wait_js(f"() => {{ const t = {status}; return t.includes('now the model') && t; }}", timeout_s=90)
+        assert f"hub: {REPO}" in said and "its files are kept in this browser's cache" in said, said
+        page.screenshot(f"{engine}-hub-opened")
+        before = len(mirror.requests)
+        page.reload()
+        page.wait_ready()
+        said = page.wait_js(f"() => {{ const t = {status}; return t.includes('now the model') && t; }}", timeout_s=90)
+        assert "opened from this browser's cache" in said, said
+        assert mirror.requests[before:] == [], mirror.requests[before:]
