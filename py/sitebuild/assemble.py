@@ -19,7 +19,7 @@ import urllib.parse
 import zipfile
 from pathlib import Path
 
-from . import first_view, zips
+from . import first_view, lesson_js, zips
 from .bundle import BUNDLES, write_bundles
 from .common import CACHE, PY_DIR, SITE, BuildError, log, run, sha256_file
 from .fetch import (
@@ -90,6 +90,9 @@ APP_STAGE_PACKAGES = ("markdown-it-py", "mdit-py-plugins", "linkify-it-py", "uc-
 # group downloads; the stage's other packages (what `import panel` needs besides) come last. On a slow link the
 # imports then run while the link is busy, not after its last byte.
 IMPORT_GROUPS = (("numpy", ("numpy",)), ("bokeh.models", ("jinja2", "markupsafe", "packaging", "bokeh")))
+# What the learner's worker installs (site/src/worker/learner.js): checks import NumPy and slm, and `lessons` (in
+# the app's wheel) imports markdown-it. Not Panel: that worker starts in a fraction of the app's time.
+LEARNER_PACKAGES = ("numpy", APP_WHEEL[0], "markdown-it-py", "mdit-py-plugins", "mdurl")
 FACTS_FILE = "build/site-facts.js"
 # The portable edition (one HTML file, site/portable.js): written when every package is vendored; the hosted page
 # saves the same file under the same name.
@@ -111,7 +114,11 @@ def site_facts(main_js: list[str]) -> dict:
         "portable_name": PORTABLE_NAME,
         # Files of the manifest the progress bar leaves out: those a visit of the hosted site does not load, and
         # the first view, which the page loads before the progress starts.
-        "not_loaded": ["build/manifest.json", FACTS_FILE, "build/pyodide/pyodide.js", first_view.FIRST_VIEW_FILE],
+        "not_loaded": ["build/manifest.json", FACTS_FILE, "build/pyodide/pyodide.js", first_view.FIRST_VIEW_FILE,
+                       lesson_js.LESSON_JS, lesson_js.LESSON_LIBS],
+        # The lesson panel's scripts (sitebuild/lesson_js.py), loaded when a lesson opens.
+        "lesson_js": lesson_js.LESSON_JS,
+        "lesson_libs": lesson_js.LESSON_LIBS,
         "main_js": main_js,
         "gemm": GEMM,
         "gzip_copies": {rel: f"{rel}.gz" for rel in (*GZIP_COPIES, *main_js)},
@@ -147,6 +154,7 @@ def build(site: Path = SITE, py_dir: Path = PY_DIR, pyodide_packages: Path | Non
     write_runtime(pkg, lock, out / "pyodide")
     write_kernels(site, lock)
     main_js = write_browser_assets(wheels, lock, out / "vendor")
+    lesson_js.write(site, lock)
     facts = site_facts(main_js)
     write_gzip_copies(site, facts["gzip_copies"])
     shutil.copyfile(py_dir / APP_STYLESHEET_SOURCE, site / APP_STYLESHEET)
@@ -325,6 +333,7 @@ def write_manifest(site: Path, lock: dict, facts: dict, packages: list[str], rem
         "import_groups": [{"module": module, "packages": [n for n in names if n in lock_entries]}
                           for module, names in IMPORT_GROUPS],
         "remote": {n: {"url": e["url"], "stage": "packages"} for n, e in remote.items()},
+        "learner_packages": [canonical(n) for n in LEARNER_PACKAGES if canonical(n) in lock_entries],
         "files": files,
     }
     (site / facts["manifest"]).write_text(json.dumps(manifest, indent=1))

@@ -137,7 +137,7 @@ def sdist_to_tree(sdist: Path, entry: dict, dest: Path) -> None:
 
 
 # The packages of py/ that the browser runs (py/sitebuild, this builder, stays on the build machine).
-PROJECT_PACKAGES = ("playground", "slm")
+PROJECT_PACKAGES = ("playground", "slm", "lessons")
 
 
 def project_packages(py_dir: Path) -> list[Path]:
@@ -146,15 +146,16 @@ def project_packages(py_dir: Path) -> list[Path]:
     pkgs = [py_dir / name for name in PROJECT_PACKAGES if (py_dir / name / "__init__.py").is_file()]
     if len(pkgs) != len(PROJECT_PACKAGES):
         found = sorted(p.name for p in py_dir.iterdir() if (p / "__init__.py").is_file())
-        raise BuildError(f"{py_dir} must hold the packages 'playground' and 'slm' (found: {found})")
+        raise BuildError(f"{py_dir} must hold the packages {', '.join(PROJECT_PACKAGES)} (found: {found})")
     if not (py_dir / "playground" / "app.py").is_file():
         raise BuildError(f"{py_dir / 'playground' / 'app.py'} is missing (the app entry point)")
     return pkgs
 
 
-# Not needed in the browser: the training's and the SAE's command lines (the Train and Features views run them),
-# and of slm/weights/ all but the weights (card, logs, curves).
-PROJECT_EXCLUDE = re.compile(r"^slm/(train|sae)/(__main__|lab_cli)\.py$|^slm/weights/(?!.*\.npz$)")
+# Not needed in the browser: the training's and the SAE's command lines (the Train and Features views run them), of
+# slm/weights/ all but the weights (card, logs, curves), and the instructors' lesson checker.
+PROJECT_EXCLUDE = re.compile(
+    r"^slm/(train|sae)/(__main__|lab_cli)\.py$|^slm/weights/(?!.*\.npz$)|^lessons/(cli|__main__)\.py$")
 
 
 def project_tree(py_dir: Path) -> tuple[Callable[[Path], None], str]:

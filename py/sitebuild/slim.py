@@ -22,10 +22,11 @@ SLIM_RULES: dict[str, tuple[str, ...]] = {
     "bokeh": (r"bokeh/server/static/", r"bokeh/sphinxext/", r"bokeh/sampledata/",
               r"bokeh/_sri/(?!{version}\.json)",  # resources.py reads the running version's hashes
               r"bokeh/command/", r"\.map$", r"\.d\.ts$"),
-    # Only packaging.version is imported (by panel and bokeh); only these four markdown-it plugins (by panel's
-    # Markdown pane).
+    # Only packaging.version is imported (by panel and bokeh); only these markdown-it plugins (four by panel's
+    # Markdown pane, two by the lessons' parser).
     "packaging": (r"^packaging/(?!(__init__|version|_structures)\.py$)",),
-    "mdit-py-plugins": (r"^mdit_py_plugins/(?!(__init__|utils)\.py$|(anchors|deflist|footnote|tasklists)/)",),
+    "mdit-py-plugins": (r"^mdit_py_plugins/(?!(__init__|utils)\.py$|(anchors|deflist|footnote|tasklists|dollarmath|"
+                        r"front_matter)/)",),
     # The JupyterLab extension's JS (for a Jupyter front end; also installed as data files): not used in a browser
     # worker. Its package.json stays: pyviz_comms reads its version from it at import.
     "pyviz_comms": (r"^pyviz_comms/labextension/(?!package\.json$)", r"^pyviz_comms-[^/]*\.data/"),

@@ -1,5 +1,5 @@
-// The messages between the page (loader.js), the app worker (worker.js), the snapshot worker (a second worker.js)
-// and the service worker (sw.js), defined here once: each is made by its constructor below, and each receiver maps
+// The messages between the page (loader.js, and lesson.js once a lesson opens), the app worker (worker.js), the
+// snapshot worker and the learner's worker (more worker.js instances) and the service worker (sw.js), defined here once: each is made by its constructor below, and each receiver maps
 // the types it answers to their handlers in a table that dispatch() below reads. Panel's own pyodide-worker messages
 // (panel/_templates/pyodide_worker.js) keep their names: status, render, patch, idle, rendered, location.
 
@@ -12,6 +12,8 @@ export const MSG = Object.freeze({
   PATCH: "patch", // Panel's, both ways
   FILES: "files",
   EXPORT_MODELS: "export-models",
+  LESSON: "lesson",
+  LESSON_MODEL: "lesson-model",
   // app worker -> page
   STATUS: "status", // Panel's
   STAGE: "stage",
@@ -24,6 +26,11 @@ export const MSG = Object.freeze({
   // page <-> snapshot worker
   MAKE_SNAPSHOT: "make-snapshot",
   SNAPSHOT_MADE: "snapshot-made",
+  // page <-> learner's worker
+  LEARNER_START: "learner-start",
+  LEARNER_READY: "learner-ready",
+  LEARNER_RUN: "learner-run",
+  VERDICT: "verdict",
   // page <-> service worker
   KEEP: "keep",
   KEPT: "kept",
@@ -101,6 +108,15 @@ export const files = (files) => ({ type: MSG.FILES, files });
 /** Asks for the model store's models with their bytes, answered on the message's port. */
 export const exportModels = () => ({ type: MSG.EXPORT_MODELS });
 
+/**
+ * A call of the open lesson's Python side (playground.lesson_host: `request` is its JSON, {op, ...}), answered with
+ * its JSON on the message's port.
+ */
+export const lesson = (request) => ({ type: MSG.LESSON, request });
+
+/** Asks for the model the app shows, as .npz bytes (a Uint8Array), answered on the message's port. */
+export const lessonModel = () => ({ type: MSG.LESSON_MODEL });
+
 // ------------------------------------------------------------------------------------ app worker -> page
 
 /** Panel's: a line of status text. */
@@ -140,6 +156,27 @@ export const error = ({ what, detail, stage }, loaded, fetched, paths) =>
 export const makeSnapshot = (manifest) => ({ type: MSG.MAKE_SNAPSHOT, manifest });
 
 export const snapshotMade = (bytes, ms) => ({ type: MSG.SNAPSHOT_MADE, bytes, ms });
+
+// ------------------------------------------------------------------------------- page <-> learner's worker
+
+/**
+ * Starts a learner's worker: Python with NumPy, slm and lessons (manifest.learner_packages), no Panel. `files`: the
+ * portable file's files, as 'start' has them.
+ */
+export const learnerStart = ({ manifest, root, fallbacks, files }) =>
+  ({ type: MSG.LEARNER_START, manifest, root, fallbacks, files });
+
+/** The learner's worker is ready to run code; `ms` since it began. */
+export const learnerReady = (ms) => ({ type: MSG.LEARNER_READY, ms });
+
+/**
+ * Runs the learner's `code`, then `check` (null for a Run) in one fresh namespace (lessons.run_challenge); `model`:
+ * the app's model as .npz bytes (an ArrayBuffer) for a `python check model`, else null. Answered with 'verdict'.
+ */
+export const learnerRun = (code, check, model) => ({ type: MSG.LEARNER_RUN, code, check, model });
+
+/** What a run gave: lessons.Verdict.to_dict() ({status, message, stdout, line, passed}), and its time in ms. */
+export const verdict = (result, ms) => ({ type: MSG.VERDICT, verdict: result, ms });
 
 // -------------------------------------------------------------------------------- page <-> service worker
 

@@ -8,7 +8,6 @@ import html
 
 import panel as pn
 
-from ..lesson_host import builtin_summaries
 from ..state import PlaygroundState
 from .common import View, caption, title
 
@@ -26,6 +25,9 @@ def lessons_html(summaries: list[dict]) -> str:
 
 class LessonsView(View):
     def __init__(self, state: PlaygroundState) -> None:
+        # Imported here: the lessons' parser imports markdown-it, which the first page does not need.
+        from ..lesson_host import builtin_summaries
+
         self.state = state
         self.list = pn.pane.HTML(lessons_html(builtin_summaries()), margin=(0, 10), sizing_mode="stretch_width")
         self.panel = pn.Column(
@@ -34,7 +36,8 @@ class LessonsView(View):
                     "opens beside the view each of its steps shows; your answers and code are kept in this "
                     "browser."),
             self.list,
-            caption("Your own lesson: drop its Markdown file (<code>.md</code>) anywhere on this page, or open "
+            caption("Your own lesson: drop its Markdown file (<code>.md</code>) anywhere on this page, "
+                    "<a class='pg-lesson-pick' href='#open-lesson-file'>choose a lesson file</a>, or open "
                     "<code>?lesson=</code> followed by its URL. The format is in <code>docs/lessons.md</code>."),
             name="Lessons", sizing_mode="stretch_width")
 

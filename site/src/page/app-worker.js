@@ -13,8 +13,13 @@ import { keepForNextVisit, thisBuilds } from "./service-worker.js";
  * (there a module worker from a URL or a blob is refused), and tells it the site's root with 'start'.
  */
 export function spawnWorker() {
-  if (!opaque) return watchWorker(new Worker("worker.js", { type: "module" }));
-  return workerSource().then((source) => watchWorker(new Worker(URL.createObjectURL(source))));
+  return newWorker().then(watchWorker);
+}
+
+/** A worker.js, not yet told what to be (the app's, or a learner's: site/src/lesson/learner.js). */
+export async function newWorker() {
+  if (!opaque) return new Worker("worker.js", { type: "module" });
+  return new Worker(URL.createObjectURL(await workerSource()));
 }
 
 async function workerSource() {

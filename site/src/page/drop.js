@@ -1,17 +1,22 @@
 // Files dropped anywhere on the page, or chosen with "Load a model…", go to the app's Python. Several files, a folder
 // or one .zip or .npz: read here, posted to the worker (protocol.js 'files'), which hands them to
-// playground.inbox.deliver.
+// playground.inbox.deliver. One Markdown file is a lesson: it opens in the lesson panel (lessons.js).
 import { files as filesMessage } from "../protocol.js";
 import { body } from "./env.js";
+import { isLessonDrop } from "./lessons.js";
 
 // Files dropped anywhere on the page (several files, a folder, a .zip or .npz) go to the app's Python
 // (worker.js -> boot.py deliver_files -> playground.inbox.deliver) as [relative path, bytes]. A drop before the app
 // is ready is held until then. body[data-drop="over"] highlights the page while files are dragged over it.
 export function dropTarget() {
   let target = null; // the worker, once the app is ready
+  let lessons = null; // a lesson file (.md) goes to the lesson panel instead (page/lessons.js)
   let held = [];
   let depth = 0; // dragenter/dragleave pairs: they fire for every child element crossed
-  const send = (dropped) => target.postMessage(filesMessage(dropped), dropped.map(([, buffer]) => buffer));
+  const send = (dropped) => {
+    if (lessons && isLessonDrop(dropped)) lessons.openFile(...dropped[0]);
+    else target.postMessage(filesMessage(dropped), dropped.map(([, buffer]) => buffer));
+  };
   const carriesFiles = (event) => [...(event.dataTransfer?.types || [])].includes("Files");
   const highlight = (on) => (on ? (body.dataset.drop = "over") : delete body.dataset.drop);
   document.addEventListener("dragenter", (event) => {
@@ -49,8 +54,9 @@ export function dropTarget() {
     }, (e) => console.error("[site] the dropped files could not be read:", e));
   });
   return {
-    ready(worker) {
+    ready(worker, lessonPanel) {
       target = worker;
+      lessons = lessonPanel;
       if (held.length) send(held);
       held = [];
       takePicks(send);

@@ -17,6 +17,7 @@ import { spawnWorker, startWorker, saveSnapshot } from "./app-worker.js";
 import { dropTarget } from "./drop.js";
 import { $, body, fallbacks, info, serviceWorkers, useSnapshot } from "./env.js";
 import { fetchFirstView, firstViewWanted, showFirstView } from "./first-view.js";
+import { lessonsWhenReady } from "./lessons.js";
 import { offerOfflineCopy } from "./offline-copy.js";
 import { portable, portableStylesheets } from "./portable-file.js";
 import { fail, stageRows, tick, watchdog } from "./screen.js";
@@ -44,9 +45,12 @@ async function fetchManifest() {
 let viewsBuilt;
 const allViewsBuilt = new Promise((resolve) => (viewsBuilt = resolve));
 
-/** Once the app is live: dropped files go to it, the offline copy is offered, the visit kept, a snapshot made. */
+/**
+ * Once the app is live: dropped files go to it (a lesson file to the lesson panel), the URL's lesson opens, the
+ * offline copy is offered, the visit kept, a snapshot made.
+ */
 function whenReady(worker, manifest) {
-  drops.ready(worker);
+  drops.ready(worker, lessonsWhenReady(worker, manifest));
   offerOfflineCopy(worker, manifest);
   const kept = keepForNextVisit(manifest.build_id, [...(info.fetched || [])]);
   if (useSnapshot) {

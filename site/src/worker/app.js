@@ -3,7 +3,7 @@
 import { idle, patch as patchMessage, ready, render, SiteError, viewsBuilt } from "../protocol.js";
 import { post } from "./context.js";
 import { lastLines } from "./error-labels.js";
-import { PY } from "./python-api.js";
+import { PY, PY_MODULES } from "./python-api.js";
 
 /** The manifest's facts prelude.py reads (the app worker's namespace and the snapshot worker's alike). */
 export const preludeFacts = (manifest) => ({
@@ -72,9 +72,21 @@ function heapBytes(pyodide) {
 
 /**
  * The stage "serve": the app answers the page (Panel's protocol) from here on.
- * @returns {{rendered: () => void, patch: (p: object) => Promise<void>, location: (l: string) => void}}
+ * @returns {{rendered: () => void, patch: (p: object) => Promise<void>, location: (l: string) => void,
+ *   lesson: (request: string) => string, modelNpz: () => Uint8Array}}
  */
 export function serve(ctx, pyodide, namespace) {
+  // The open lesson's Python side (playground.lesson_host), for the lesson panel's calls.
+  const withHost = (use) => {
+    const host = pyodide.pyimport(PY_MODULES.LESSON_HOST);
+    const playground = namespace.get(PY.PLAYGROUND);
+    try {
+      return use(host, playground);
+    } finally {
+      playground.destroy();
+      host.destroy();
+    }
+  };
   const sendPatch = (patch, buffers, msg_id) => post(patchMessage(patch, buffers, msg_id));
   return {
     rendered() {
@@ -97,6 +109,17 @@ export function serve(ctx, pyodide, namespace) {
     location(location) {
       namespace.get(PY.SET_LOCATION)(location);
     },
+    lesson: (request) => withHost((host, playground) => host.handle(playground, request)),
+    modelNpz: () => withHost((host, playground) => {
+      const state = playground.state;
+      const lessonHost = host.host_for(state);
+      const data = lessonHost.model_npz();
+      try {
+        return data.toJs();
+      } finally {
+        for (const proxy of [data, lessonHost, state]) proxy.destroy();
+      }
+    }),
     namespace,
   };
 }

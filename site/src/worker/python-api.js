@@ -12,3 +12,9 @@ export const PY = Object.freeze({
   SET_LOCATION: "set_location", // boot.py: the page's 'location'
   DELIVER_FILES: "deliver_files", // boot.py: files dropped on the page ('files')
 });
+
+// Modules the workers import and call, each with the function JS calls (renaming one there means renaming it here).
+export const PY_MODULES = Object.freeze({
+  LESSON_HOST: "playground.lesson_host", // handle(playground, request_json) -> answer_json; host_for(state).model_npz()
+  LESSONS: "lessons", // run_challenge(code, check, model=) in the learner's worker
+});

@@ -1,5 +1,6 @@
 // The app worker: Pyodide and the Panel app, off the page's thread. Also the snapshot worker, a second instance the
-// page starts after 'ready' to make a memory snapshot for the next visit. The messages are protocol.js's.
+// page starts after 'ready' to make a memory snapshot for the next visit, and the learner's worker, which runs a
+// lesson's code (learner.js). The messages are protocol.js's.
 //
 // A start-up runs these stages, in this order (start() below says it once; docs/site.md has the table):
 //   network           network.js           every request counted, kept, served from memory in the portable file
@@ -21,6 +22,7 @@ import { requestEarly } from "./early.js";
 import { deliverFiles } from "./dropped-files.js";
 import { hubFiles } from "./hub.js";
 import { fetchKernel, useKernel } from "./kernels.js";
+import { startLearner } from "./learner.js";
 import { readSnapshot, restore } from "./memory-snapshot.js";
 import { network } from "./network.js";
 import { filesInOrder, installInOrder, loadPackagesWith, packagesInOrder, packageUrl } from "./packages.js";
@@ -162,6 +164,7 @@ async function makeSnapshot(ctx) {
 }
 
 let app = null; // start()'s result once the app is up: it answers the page's messages from then on
+let learner = null; // startLearner()'s result in a learner's worker
 
 // A start that fails reaches the page as 'error' (its panel, with Retry), with the packages installed and the URLs
 // fetched so far.
@@ -186,6 +189,16 @@ const fromPage = {
   [MSG.LOCATION]: (msg) => app.location(msg.location),
   [MSG.FILES]: (msg) => deliverFiles(app.namespace, msg.files),
   [MSG.EXPORT_MODELS]: async (msg, event) => event.ports[0].postMessage(await modelsWithBytes(self.slmStore)),
+  [MSG.LESSON]: (msg, event) => event.ports[0].postMessage(app.lesson(msg.request)),
+  [MSG.LESSON_MODEL]: (msg, event) => {
+    const bytes = app.modelNpz();
+    event.ports[0].postMessage(bytes, [bytes.buffer]);
+  },
+  [MSG.LEARNER_START]: async (msg) => {
+    const ctx = context(msg.manifest, msg.root || ownRoot, msg.fallbacks);
+    learner = await starting(ctx, (c) => startLearner(c, msg, imports?.pyodide));
+  },
+  [MSG.LEARNER_RUN]: (msg) => learner.run(msg),
 };
 
 self.onmessage = async (event) => {

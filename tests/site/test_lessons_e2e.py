@@ -1,0 +1,221 @@
+"""A lesson end to end in Chromium, Firefox and WebKit with a real wasm NumPy (set PYODIDE_PACKAGES=DIR; skipped
+without it, as in CI): one journey per engine, many checks per page load. The built-in lesson opens from the URL
+with its first step's state; a question answered wrong then right; the code editor (CodeMirror, highlighted, typed
+into with the keyboard); Run; Check of the starter (fails, with the check's message), of the solution (passes); an
+endless loop stopped within the time limit + 1 s with the page usable after; an exception and a MemoryError each
+give a message and leave the code in the editor; a reload keeps the code; a hostile lesson file dropped on the page
+executes nothing; axe-core finds nothing critical or serious. Screenshots: artifacts/site/<engine>-lesson-*.png.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+import lessons
+from conftest import serve
+from testkit.engines import ENGINES, Engines, Page
+
+AXE = Path(__file__).resolve().parents[2] / "node_modules" / "axe-core" / "axe.min.js"  # package.json
+LIMIT_S = 5  # site/src/lesson/learner.js TIME_LIMIT_MS
+
+# Everything a lesson file might try, in its prose, a question and an option: none of it may run.
+HOSTILE = """---
+title: Hostile lesson
+---
+
+<script>window.pwned = 1</script>
+
+## Everything at once
+
+<img src=x onerror="window.pwned = 2"> <svg onload="window.pwned = 3"></svg>
+[click me](javascript:window.pwned=4) and [data](data:text/html,<script>parent.pwned=5</script>)
+<iframe srcdoc="<script>parent.pwned=6</script>"></iframe>
+<style>body { display: none }</style>
+<a href="#" onclick="window.pwned = 7">a link</a> and math $\\href{javascript:window.pwned=8}{x}$.
+
+Pick one <b onmouseover="window.pwned=9">option</b>.
+
+- [x] <img src=x onerror="window.pwned=10"> this one
+  - <img src=x onerror="window.pwned=12">
+- [ ] [that one](javascript:window.pwned=11)
+"""
+
+DROP_JS = """(text) => {
+  const data = new DataTransfer();
+  data.items.add(new File([text], "hostile.md", { type: "text/markdown" }));
+  for (const type of ["dragenter", "dragover", "drop"]) {
+    document.dispatchEvent(new DragEvent(type, { dataTransfer: data, bubbles: true, cancelable: true }));
+  }
+  return true;
+}"""
+
+AXE_RUN = """async (source, context) => {
+  if (!window.axe) {
+    // The page's CSP takes scripts from the site and blob: URLs only.
+    const url = URL.createObjectURL(new Blob([source], { type: "text/javascript" }));
+    await new Promise((resolve, reject) => {
+      const s = document.createElement("script");
+      s.src = url; s.onload = resolve; s.onerror = reject;
+      document.head.append(s);
+    });
+  }
+  const result = await axe.run(context ? document.querySelector(context) : document, { runOnly: { type: "tag",
+    values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22a", "wcag22aa", "best-practice"] } });
+  return result.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help,
+    nodes: v.nodes.slice(0, 5).map((n) => n.target.join(" ")) }));
+}"""
+
+
+def serious_axe(page: Page, context: str | None = "#lesson") -> list[dict]:
+    """axe-core's critical and serious findings in the lesson panel (`context`; None: the whole page, whose app
+    tests/playground/test_browser.py checks view by view)."""
+    if not AXE.exists():
+        pytest.fail(f"{AXE} is missing: `npm ci` in the repository (tests/run.sh does it)")
+    found = page.evaluate(AXE_RUN, AXE.read_text(), context)
+    return [v for v in found if v["impact"] in ("critical", "serious")]
+
+
+def check(page: Page, code: str, button: str = "button.lesson-check") -> tuple[dict, str]:
+    """Put `code` in the shown step's editor, press Check (or Run); the run's record and the verdict shown."""
+    page.evaluate("(c) => window.siteInfo.lessonApi.setCode(c)", code)
+    runs = page.evaluate("window.siteInfo.learner.runs.length")
+    page.click(button)
+    page.wait_js(f"window.siteInfo.learner.runs.length > {runs}", timeout_s=90)
+    page.wait_js("!document.querySelector('#lesson button.lesson-check').disabled", timeout_s=10)
+    return page.evaluate("window.siteInfo.learner.runs.at(-1)"), page.text("#lesson .lesson-verdict")
+
+
+@pytest.mark.parametrize("engine", [e for e in ENGINES if e != "firefox140"])
+def test_a_lesson_end_to_end(engines: Engines, engine: str, vendored_site: Path) -> None:
+    lesson = lessons.load_builtin("1-the-block")
+    step2 = lesson.steps[1]
+    layer_norm = next(b for b in step2.blocks if b.kind == "challenge")
+    question = next(b for b in lesson.steps[0].blocks if b.kind == "choice")
+    right = next(i for i, o in enumerate(question.options) if o.correct)
+    wrong = next(i for i, o in enumerate(question.options) if not o.correct)
+    with serve(vendored_site) as url, engines.page(engine) as page:
+        page.open(url + "index.html?lesson=1-the-block")
+        assert page.evaluate("document.body.dataset.ready") == "1", (page.text("#error"), page.console)
+        page.wait_js("window.siteInfo.lesson?.opens.length > 0", timeout_s=60)
+        opened = page.evaluate("window.siteInfo.lesson.opens[0]")
+        assert opened["ok"], page.console
+        assert page.text("#lesson-title") == lesson.title
+        # The first step's state link: the Block view, with the lesson model and its prompt.
+        page.wait_js("new URLSearchParams(location.search).get('view') === 'block'", timeout_s=30)
+        assert "Step 1 of 6" in page.text("#lesson .lesson-step-of")
+        # Math typeset offline (KaTeX's MathML) once the libraries are in.
+        page.wait_js("document.querySelector('#lesson .math math') !== null", timeout_s=60)
+        page.screenshot("lesson-01-open")
+
+        # A question, wrong then right: feedback each time, and the progress counts the right one.
+        options = "#lesson .lesson-question .lesson-option input"
+        page.evaluate(f"(i) => document.querySelectorAll('{options}')[i].click()", wrong)
+        page.click("#lesson button.lesson-answer")
+        page.wait_js("document.querySelector('#lesson .lesson-feedback.wrong') !== null", timeout_s=20)
+        assert page.text("#lesson .lesson-feedback strong") == "Not quite."
+        page.evaluate(f"(i) => document.querySelectorAll('{options}')[i].click()", right)
+        page.click("#lesson button.lesson-answer")
+        page.wait_js("document.querySelector('#lesson .lesson-feedback.right') !== null", timeout_s=20)
+        assert page.text("#lesson .lesson-progress-text").startswith("1 of ")
+
+        # Next: the layer-norm challenge, in the code editor (CodeMirror, with Python highlighting).
+        t0 = time.monotonic()
+        page.click("#lesson button.lesson-next")
+        page.wait_js("document.querySelector('#lesson .lesson-step-of').textContent === 'Step 2 of 6'")
+        step_ms = page.evaluate("window.siteInfo.lesson.steps.at(-1).ms")
+        page.wait_js("document.querySelector('#lesson .cm-content') !== null", timeout_s=30)
+        assert page.evaluate("document.querySelectorAll('#lesson .cm-line span').length") > 5  # highlighted tokens
+        assert page.evaluate("window.siteInfo.lessonApi.getCode()") == layer_norm.starter.text
+        page.wait_js("new URLSearchParams(location.search).get('norm') === 'rms'", timeout_s=30)  # step 2's state
+        print(f"[{engine}] lesson opened in {opened['ms']} ms after ready, step change {step_ms} ms "
+              f"({time.monotonic() - t0:.2f} s to the editor)")
+
+        # Typed with the keyboard, then Run: the output is shown.
+        page.fill("#lesson .cm-content", "print(6 * 7)\n")
+        assert page.evaluate("window.siteInfo.lessonApi.getCode()").startswith("print(6 * 7)\n")
+        runs = page.evaluate("window.siteInfo.learner.runs.length")
+        page.click("#lesson button.lesson-run")
+        page.wait_js(f"window.siteInfo.learner.runs.length > {runs}", timeout_s=120)
+        first = page.evaluate("window.siteInfo.learner.runs.at(-1)")
+        assert first["status"] == "ran", (first, page.text("#lesson .lesson-verdict"))
+        assert page.text("#lesson .lesson-output").strip() == "42"
+        print(f"[{engine}] the first run waited {first['waitedMs']} ms for Python to start "
+              f"(boots: {page.evaluate('window.siteInfo.learner.boots')} ms)")
+
+        # Check the starter (fails, with the check's message), then the solution (passes).
+        run, verdict = check(page, layer_norm.starter.text)
+        assert run["status"] == "failed" and verdict.startswith("Not yet: "), verdict
+        run, verdict = check(page, layer_norm.solution.text)
+        assert run["status"] == "passed", verdict
+        assert page.text("#lesson .lesson-progress-text").startswith("2 of ")
+        page.screenshot("lesson-02-passed")
+
+        # An endless loop: stopped after the limit, the message says so, the code stays, the page answers.
+        loop = "while True:\n    pass\n"
+        page.wait_js("window.siteInfo.learner.boots.length >= 4", timeout_s=90)  # the spare is warm
+        run, verdict = check(page, loop)
+        assert run["status"] == "timeout" and "Stopped after 5 s" in verdict, verdict
+        assert run["ms"] <= (LIMIT_S + 1) * 1000, run
+        assert page.evaluate("window.siteInfo.lessonApi.getCode()") == loop
+        t0 = time.monotonic()
+        page.click("#lesson button.lesson-back")
+        page.wait_js("document.querySelector('#lesson .lesson-step-of').textContent === 'Step 1 of 6'", timeout_s=5)
+        assert time.monotonic() - t0 < 1.5
+        page.click("#lesson button.lesson-next")
+        page.wait_js("document.querySelector('#lesson .cm-content') !== null", timeout_s=30)
+
+        # An exception names the learner's line; an enormous array too (wasm32 NumPy refuses 10**10 elements with a
+        # ValueError before it would run out of memory); the code stays.
+        run, verdict = check(page, "import numpy as np\n\nraise ValueError('no')\n")
+        assert run["status"] == "error" and "line 3: ValueError: no" in verdict, verdict
+        huge = "import numpy as np\n\nx = np.zeros(10**10)\n"
+        run, verdict = check(page, huge)
+        assert run["status"] == "error" and verdict.startswith("Error: line 3: "), verdict
+        assert any(word in verdict for word in ("MemoryError", "Maximum allowed dimension", "too big")), verdict
+        assert page.evaluate("window.siteInfo.lessonApi.getCode()") == huge
+        page.screenshot("lesson-03-memory-error")
+
+        # axe: nothing critical or serious with the lesson open (Chromium also at 360 px, stacked).
+        found = serious_axe(page)
+        assert not found, json.dumps(found, indent=1)
+        print(f"[{engine}] axe on the whole page: {json.dumps(serious_axe(page, None))}")
+        if engine == "chromium":
+            page.page.set_viewport_size({"width": 360, "height": 800})  # type: ignore[attr-defined]
+            time.sleep(0.5)
+            assert page.evaluate("document.documentElement.scrollWidth") <= 370
+            found = serious_axe(page)
+            assert not found, json.dumps(found, indent=1)
+            page.screenshot("lesson-04-phone")
+            page.page.set_viewport_size({"width": 1280, "height": 1000})  # type: ignore[attr-defined]
+
+        # A reload keeps the step and the code.
+        page.reload()
+        page.wait_ready()
+        page.wait_js("window.siteInfo.lesson?.opens.length > 0", timeout_s=60)
+        page.wait_js("document.querySelector('#lesson .lesson-challenge') !== null", timeout_s=30)
+        assert page.evaluate("window.siteInfo.lessonApi.getCode()") == huge
+        assert page.text("#lesson .lesson-progress-text").startswith("2 of ")
+
+        # A hostile lesson file dropped on the page: shown as text, nothing of it runs.
+        page.evaluate(DROP_JS, HOSTILE)
+        page.wait_js("document.querySelector('#lesson-title').textContent === 'Hostile lesson'", timeout_s=30)
+        page.evaluate("() => { for (const a of document.querySelectorAll('#lesson a')) a.click(); return true; }")
+        page.evaluate("() => { for (const i of document.querySelectorAll('#lesson input')) i.click(); return true; }")
+        page.click("#lesson button.lesson-answer")
+        page.wait_js("document.querySelector('#lesson .lesson-feedback strong') !== null", timeout_s=20)
+        time.sleep(0.5)
+        assert page.evaluate("window.pwned === undefined")
+        tags = page.evaluate("[...document.querySelectorAll('#lesson *')].map((e) => e.tagName.toLowerCase())")
+        assert not {"script", "iframe", "svg", "style", "img"} & set(tags), sorted(set(tags))
+        handlers = page.evaluate("[...document.querySelectorAll('#lesson *')].flatMap((e) => "
+                                 "[...e.attributes].map((a) => a.name)).filter((n) => n.startsWith('on'))")
+        assert handlers == []
+        shown = page.text("#lesson .lesson-step")
+        assert "onerror" in shown and "<script>" in shown  # the file's tags, as text
+        page.screenshot("lesson-05-hostile")
+        errors = [e for e in page.errors() if "the Python worker" in e]
+        assert not errors, errors
