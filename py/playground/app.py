@@ -116,6 +116,7 @@ class Playground:
         self.settings = {name: settings_class(state) for name, settings_class in VIEW_SETTINGS.items()}
         state.view_settings = list(self.settings.values())
         sync_url(state)  # the URL's values (view=, embed=, prompt=...) first: then only the view they show is built
+        apply_lesson_link(state)  # then a built-in lesson's step (lesson=, step=): its view is the one built
         self._wanted_model: str | None = None  # the URL's model= when it names a kept model (restore_models)
         self._hub_link: dict[str, str | None] | None = None  # the URL's hf= (revision=, hub=, file=): opened then
         self.prompt = pn.widgets.TextInput(label="Prompt", value=state.prompt, placeholder="the cat chased the dog",
@@ -371,6 +372,18 @@ async def prepare() -> None:
     browser's storage, so that the page is ready on it (under `panel serve`, Shelf.restore finds it after load)."""
     if pn.state.location is not None:
         await restore_linked(str(pn.state.location.query_params.get("model") or ""))
+
+
+def apply_lesson_link(state: PlaygroundState) -> None:
+    """A link's built-in lesson (`lesson=NAME`, `step=N`): its step's state applied before the first view is built,
+    so that the page's lesson panel (site/src/lesson/), opening it after 'ready', finds its view drawn. Lessons and
+    markdown-it are imported only then."""
+    location = pn.state.location
+    name = str(location.query_params.get("lesson") or "") if location is not None else ""
+    if name.replace("-", "").replace("_", "").isalnum():
+        from playground.lesson_host import apply_link
+
+        apply_link(state, name, location.query_params.get("step"))
 
 
 def hub_link(playground: Playground, query: dict[str, str | None]) -> None:

@@ -73,6 +73,22 @@ def apply_state(state: PlaygroundState, values: dict[str, str]) -> None:
                 part.apply_url_values(mine)
 
 
+def apply_link(state: PlaygroundState, name: str, step: object = None) -> bool:
+    """The state of step `step` (from 1; the first if absent or wrong) of built-in lesson `name` applied, as the
+    page's panel will when it opens the lesson; False when there is no such lesson."""
+    try:
+        lesson = builtin_lesson(name)
+    except KeyError:
+        return False
+    try:
+        number = int(str(step)) if step is not None else 1
+    except ValueError:
+        number = 1
+    number = min(max(number, 1), len(lesson.steps))
+    apply_state(state, lesson.steps[number - 1].state)
+    return True
+
+
 class LessonHost:
     """The lessons open on one page, and the calls the page's lesson panel makes about them."""
 

@@ -144,3 +144,29 @@ def test_the_lessons_view_lists_the_builtins_as_links(app):
         assert f"href='?lesson={name}'" in html
     assert html.count("<li>") == len(lessons.builtin_names())
     assert [b.kind for b in items(lessons.parse(SMALL).steps[0])] == ["choice", "select"]
+
+
+def test_a_link_to_a_builtin_lesson_opens_on_its_steps_view():
+    """?lesson=NAME&step=N: the step's state is applied before the first view is built (the page's panel then
+    finds it drawn); a name that is no lesson changes nothing."""
+    import panel as pn
+    from bokeh.document import Document
+
+    from playground.app import create_app
+
+    lesson = lessons.load_builtin("1-the-block")
+    pn.state.curdoc = Document()
+    try:
+        pn.state.location.search = "?lesson=1-the-block&step=2"
+        app = create_app(build_hidden_on_load=False)
+        assert lesson.steps[1].state == {"view": "block", "norm": "rms"}
+        assert app.state.view == "block" and app.settings["block"].norm == "rms"
+        assert app.views.built("block") and not app.views.built("map")
+    finally:
+        pn.state.curdoc = None
+    pn.state.curdoc = Document()
+    try:
+        pn.state.location.search = "?lesson=no-such-lesson&view=attention"
+        assert create_app(build_hidden_on_load=False).state.view == "attention"
+    finally:
+        pn.state.curdoc = None
