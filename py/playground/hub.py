@@ -202,6 +202,7 @@ class BrowserFetcher:
         self.js = js_hub
         self.job: Any = None
         self.cached = True  # every file came from the cache
+        self.not_kept = ""  # why a downloaded file could not be kept in the cache, if one could not
 
     async def fetch(self, url: str, report: Callable[..., None]) -> bytearray:
         from pyodide.ffi import create_proxy  # only in the browser
@@ -222,6 +223,7 @@ class BrowserFetcher:
             raise FetchFailed(int(result.status), str(getattr(result, "reason", "") or ""),
                               bool(getattr(result, "cancelled", False)))
         self.cached = self.cached and bool(getattr(result, "cached", False))
+        self.not_kept = self.not_kept or str(getattr(result, "notKept", None) or "")
         data = result.bytes
         out = bytearray(data.byteLength)  # the one copy in the wasm heap: a float32 model's weights stay in it
         data.assign_to(out)
@@ -239,6 +241,7 @@ class UrlFetcher:
     def __init__(self) -> None:
         self.cancelled = False
         self.cached = False
+        self.not_kept = "this Python keeps no cache"
 
     async def fetch(self, url: str, report: Callable[..., None]) -> bytearray:
         loop = asyncio.get_running_loop()

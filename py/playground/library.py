@@ -183,8 +183,13 @@ class Shelf(param.Parameterized):
         model.meta["hub"] = {"repo": ref.repo, "revision": ref.revision, "hub": ref.hub, "file": ref.file}
         name = self.state.add_model(model, "hub")
         dropped = self._one_large(name)
-        where = ("from this browser's cache" if fetcher.cached else
-                 f"from {ref.where}; its files are kept in this browser's cache, so the next visit opens it from there")
+        if fetcher.cached:
+            where = "from this browser's cache"
+        elif fetcher.not_kept:
+            where = f"from {ref.where} (its files were not kept: {fetcher.not_kept}; the next visit downloads them)"
+        else:
+            where = (f"from {ref.where}; its files are kept in this browser's cache, so the next visit opens it "
+                     "from there")
         self.param.update(busy=False, downloading=False, progress="",
                           status=f"{name} ({slm.count_params(model.cfg) / 1e6:.2f}M parameters) is now the model of "
                           f"every view, opened {where}.{dropped}")

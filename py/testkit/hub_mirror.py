@@ -100,9 +100,9 @@ def serving(mirror: Mirror) -> Iterator[Mirror]:
 
 
 def gpt2_checkpoint(folder: Path, n_layer: int = 2, n_embd: int = 32, n_head: int = 4, vocab_size: int = 300,
-                    n_positions: int = 64) -> dict[str, bytes]:
+                    n_positions: int = 64, model_vocab: int | None = None) -> dict[str, bytes]:
     """A random-weight GPT-2 checkpoint saved by `transformers` (float32 safetensors) with a trained byte-level BPE
-    tokenizer.json: {file name: bytes}."""
+    tokenizer.json: {file name: bytes}. `model_vocab`: embedding rows beyond the tokenizer's (GPT-2's 50,257)."""
     import torch
     import transformers
 
@@ -110,7 +110,7 @@ def gpt2_checkpoint(folder: Path, n_layer: int = 2, n_embd: int = 32, n_head: in
 
     torch.manual_seed(0)
     tokenizer = gpt2_style(vocab_size=vocab_size)
-    cfg = transformers.GPT2Config(vocab_size=tokenizer.get_vocab_size(), n_embd=n_embd, n_layer=n_layer,
+    cfg = transformers.GPT2Config(vocab_size=max(model_vocab or 0, tokenizer.get_vocab_size()), n_embd=n_embd, n_layer=n_layer,
                                   n_head=n_head, n_positions=n_positions, bos_token_id=0, eos_token_id=0)
     transformers.GPT2LMHeadModel(cfg).eval().save_pretrained(folder)
     tokenizer.save(str(folder / "tokenizer.json"))

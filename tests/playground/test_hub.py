@@ -71,6 +71,7 @@ def test_a_model_opens_by_name_from_a_mirror_with_a_redirect(page, checkpoint):
     shelf, state = page.shelf, page.state
     assert state.model_name == f"hub: {REPO}@step3", shelf.status
     assert "is now the model of every view" in shelf.status and shelf.progress == "" and not shelf.busy
+    assert "its files were not kept: this Python keeps no cache" in shelf.status  # CPython: urllib, no cache
     assert state.model.meta["hub"] == {"repo": REPO, "revision": "step3", "hub": mirror.url, "file": None}
     assert f"/{REPO}/resolve/step3/model.safetensors" in mirror.requests
     assert any(p.startswith("/cdn/") for p in mirror.requests)  # the weights came through the redirect

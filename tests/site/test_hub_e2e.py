@@ -68,7 +68,7 @@ def test_a_model_opens_by_name_from_a_mirror_and_from_the_cache_after_a_reload(b
         shown = wait_python(visit, in_page(f"{SHOWN} if {SHOWN}.startswith('hub: ') else ''"))
         assert shown == f"hub: {REPO}", python(visit, in_page(STATUS))
         status = python(visit, in_page(STATUS))
-        assert "is now the model of every view, opened from " in status and "cache" in status, status
+        assert "is now the model of every view, opened from " in status and "files are kept in this browser" in status
         # In the selector, chosen; the Models view's status says so; the view drawn from the model's pass.
         visit.wait_js("document.body.dataset.worker === 'idle'")
         values = visit.page.locator("select").evaluate_all("els => els.map((e) => e.value)")

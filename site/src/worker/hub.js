@@ -10,7 +10,8 @@ const REPORT_MS = 100; // progress to Python at most ten times a second: each re
 /**
  * @param {typeof fetch} plainFetch the network's fetch without the start-up's counting (network.js `plain`)
  * @returns {{download: (url: string, onProgress: (done: number, total: number|null, cached: boolean) => void) =>
- *   {done: Promise<{status: number, bytes?: Uint8Array, cached?: boolean, reason?: string, cancelled?: boolean}>,
+ *   {done: Promise<{status: number, bytes?: Uint8Array, cached?: boolean, notKept?: string|null, reason?: string,
+ *     cancelled?: boolean}>,
  *    cancel: () => void}}}
  */
 export function hubFiles(plainFetch) {
@@ -69,10 +70,13 @@ export function hubFiles(plainFetch) {
         chunks.length = 0;
         // Kept before the model is shown, so that a reload right after it finds the file. Refused (the quota, a
         // private window): the next visit downloads it again.
-        const kept = cache?.put(url, new Response(blob, { headers: { "Content-Length": String(size) } }))
-          .catch((e) => console.info(`[site] ${url} not kept for the next visit:`, e?.message || e));
-        const [bytes] = await Promise.all([blob.arrayBuffer(), kept]);
-        return { status: 200, bytes: new Uint8Array(bytes), cached: false };
+        const kept = cache ? cache.put(url, new Response(blob, { headers: { "Content-Length": String(size) } }))
+          .then(() => null, (e) => {
+            console.info(`[site] ${url} not kept for the next visit:`, e?.message || e);
+            return String(e?.message || e); // Python says so with the model
+          }) : Promise.resolve("no Cache Storage here");
+        const [bytes, notKept] = await Promise.all([blob.arrayBuffer(), kept]);
+        return { status: 200, bytes: new Uint8Array(bytes), cached: false, notKept };
       })();
       return { done, cancel: () => controller.abort() };
     },
