@@ -110,8 +110,9 @@ def gpt2_checkpoint(folder: Path, n_layer: int = 2, n_embd: int = 32, n_head: in
 
     torch.manual_seed(0)
     tokenizer = gpt2_style(vocab_size=vocab_size)
-    cfg = transformers.GPT2Config(vocab_size=max(model_vocab or 0, tokenizer.get_vocab_size()), n_embd=n_embd, n_layer=n_layer,
-                                  n_head=n_head, n_positions=n_positions, bos_token_id=0, eos_token_id=0)
+    cfg = transformers.GPT2Config(vocab_size=max(model_vocab or 0, tokenizer.get_vocab_size()), n_embd=n_embd,
+                                  n_layer=n_layer, n_head=n_head, n_positions=n_positions, bos_token_id=0,
+                                  eos_token_id=0)
     transformers.GPT2LMHeadModel(cfg).eval().save_pretrained(folder)
     tokenizer.save(str(folder / "tokenizer.json"))
     return {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
