@@ -13,8 +13,8 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
-VIEWS = ("map", "generate", "attention", "residual", "next", "block", "heads", "patching", "train", "models",
-         "lessons")
+VIEWS = ("map", "generate", "attention", "residual", "next", "block", "heads", "patching", "train", "features",
+         "models", "lessons")
 STATE_KEYS = (
     # the shared state (playground.state.URL_PARAMS), but `embed`: the lesson page decides that
     "prompt", "model", "max_new_tokens", "temperature", "top_k", "top_p", "seed", "layer", "head", "pos", "view",

@@ -85,7 +85,7 @@ def apply_link(state: PlaygroundState, name: str, step: object = None) -> bool:
     except ValueError:
         number = 1
     number = min(max(number, 1), len(lesson.steps))
-    apply_state(state, lesson.steps[number - 1].state)
+    apply_state(state, {**({"model": lesson.model} if lesson.model else {}), **lesson.steps[number - 1].state})
     return True
 
 

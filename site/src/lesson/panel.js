@@ -122,6 +122,7 @@ export function lessonPanel(site) {
     document.body.classList.add("with-lesson");
     title.textContent = lesson.title;
     loadLibs(); // the editor, and the math of the prose
+    if (lesson.model) applyState({ model: lesson.model }); // the front matter's model; the step's link may change it
     await show(step || progress.step || 1, { focus: false });
     // The spare learner's worker boots once the step's view is drawn: it would take a core from it.
     if (lesson.steps.some((s) => s.blocks.some((b) => b.kind === "challenge"))) pool.warm();
@@ -462,6 +463,8 @@ export function lessonPanel(site) {
   info.lessonApi = {
     setCode: (text, index = 0) => shownEditor(index).setCode(text),
     getCode: (index = 0) => shownEditor(index).getCode(),
+    open: (ref) => open(ref),
+    show: (number) => show(number),
   };
 
   return { open, openFile, show };
