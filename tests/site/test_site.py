@@ -377,6 +377,9 @@ def test_app_code_ships_as_a_wheel_not_inlined(cdn_site: Path) -> None:
     assert {"slm/train/lab.py", "slm/train/tasks.py"} <= names
     assert not [n for n in names if n in ("slm/train/__main__.py", "slm/train/lab_cli.py")
                 or (n.startswith("slm/weights/") and not n.endswith(".npz"))]
+    # The lessons' parser and runner with the built-in lessons, not the instructors' checker.
+    assert {"lessons/format.py", "lessons/runner.py", "lessons/builtin/1-the-block.md"} <= names
+    assert not {"lessons/cli.py", "lessons/__main__.py"} & names
     # The page and the worker only call into the app (boot.py: create_app, start_building_hidden); none of its
     # code is inlined in them.
     for js in ("loader.js", "worker.js"):

@@ -465,6 +465,7 @@ export function lessonPanel(site) {
     getCode: (index = 0) => shownEditor(index).getCode(),
     open: (ref) => open(ref),
     show: (number) => show(number),
+    openFile: (name, text) => openFile(name, new TextEncoder().encode(text).buffer), // what a drop hands over
   };
 
   return { open, openFile, show };
