@@ -87,6 +87,13 @@ def test_a_model_opens_by_name_from_a_mirror_and_from_the_cache_after_a_reload(b
         gated = wait_python(visit, in_page(f"{STATUS} if 'Not opened' in {STATUS} else ''"))
         assert "this page asks for no tokens" in gated and python(visit, in_page(SHOWN)) == f"hub: {REPO}"
 
+        # The single file keeps no model from the Hub: the line under "Save for offline use" names it instead.
+        with visit.page.expect_download(timeout=120_000):
+            visit.page.get_by_role("button", name="Save for offline use").click()
+        saved = visit.wait_js("document.querySelector('#save-offline-status').textContent.startsWith('Saved') && "
+                              "document.querySelector('#save-offline-status').textContent")
+        assert f"Not in it: {REPO}@main (from the Hugging Face Hub" in saved, saved
+
         before = len(mirror.requests)
         visit.reload()
         assert visit.page.evaluate("document.body.dataset.ready") == "1", visit.console
