@@ -14,6 +14,7 @@ import functools
 import json
 from typing import Any
 
+import panel as pn
 import param
 
 import lessons
@@ -145,8 +146,13 @@ class LessonHost:
         return {"event": lessons.progress_event(lesson, the_step, item, "challenge", passed)}
 
     def apply(self, state: dict[str, str]) -> dict[str, Any]:
+        """A step's state applied, and shown in the page's address: also the keys that were already so (a link's
+        lesson= applied them before the page was drawn, when the address could not follow yet)."""
         apply_state(self.state, state)
-        return {"state": page_state(self.state)}
+        now = page_state(self.state)
+        if pn.state.location is not None:
+            pn.state.location.update_query(**{key: now[key] for key in state if key in now})
+        return {"state": now}
 
     def model_npz(self) -> bytes:
         """The model the page shows, as its .npz file: what a `python check model` check receives."""

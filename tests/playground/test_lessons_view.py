@@ -170,3 +170,22 @@ def test_a_link_to_a_builtin_lesson_opens_on_its_steps_view():
         assert create_app(build_hidden_on_load=False).state.view == "attention"
     finally:
         pn.state.curdoc = None
+
+
+def test_a_steps_state_is_shown_in_the_pages_address_even_when_it_was_already_so():
+    import panel as pn
+    from bokeh.document import Document
+
+    from playground.app import create_app
+
+    pn.state.curdoc = Document()
+    try:
+        pn.state.location.search = "?lesson=1-the-block"
+        app = create_app(build_hidden_on_load=False)
+        assert app.state.view == "block"  # applied before the page was drawn
+        pn.state.location.search = "?lesson=1-the-block"  # the page's own address, sent after it is drawn
+        call(LessonHost(app.state), op="apply", state={"view": "block", "model": "lesson"})
+        query = pn.state.location.query_params
+        assert (query["view"], query["model"], query["lesson"]) == ("block", "lesson", "1-the-block")
+    finally:
+        pn.state.curdoc = None
