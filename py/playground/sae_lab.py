@@ -81,7 +81,8 @@ class SaeRun:
         self.sae: S.SAE | None = None
         self.index: S.FeatureIndex | None = None
         self.final: dict[str, Any] = {}  # held-out metrics at the end
-        self.seconds = 0.0
+        self.seconds = 0.0  # from the first step to the last, the page's time between steps included
+        self.phase_seconds: dict[str, float] = {}
         self._stop = False
 
     @classmethod
@@ -109,6 +110,18 @@ class SaeRun:
             yield S.corpus_windows(self.model, min(8, n - start), seq_len, seed=seed * 100_003 + start)
 
     def work(self) -> Iterator[Progress]:
+        """The run's steps; `phase_seconds` adds up each phase's own time (not the page's between steps)."""
+        steps = self._steps()
+        while True:
+            start = time.perf_counter()
+            progress = next(steps, None)
+            if progress is None:
+                return
+            self.phase_seconds[progress.phase] = (self.phase_seconds.get(progress.phase, 0.0)
+                                                  + time.perf_counter() - start)
+            yield progress
+
+    def _steps(self) -> Iterator[Progress]:
         started = time.perf_counter()
         if self.sae is None:
             n = windows_for(self.preset) if self.grammar else SAMPLE_WINDOWS
@@ -191,26 +204,29 @@ def estimate_seconds(model: slm.Model, preset: str = "quick", steps: int = 0, te
     grammar = run.grammar
     n = windows_for(preset) if grammar else SAMPLE_WINDOWS
     seq_len = min(model.cfg.n_ctx, 128) if grammar or text else min(model.cfg.n_ctx, SAMPLE_LEN)
-    probe = np.ones((min(4, n), seq_len), dtype=np.int64)
-    t0 = time.perf_counter()
-    S.gather(model, probe, run.hook)
-    per_window = (time.perf_counter() - t0) / len(probe)
+    probe = np.ones((min(8, n), seq_len), dtype=np.int64)
+    S.gather(model, probe[:1], run.hook)  # the first pass of a shape pays for allocations the run pays once
+    per_window = min(_timed(S.gather, model, probe, run.hook) for _ in range(2)) / len(probe)
     corpus = 0.0
     if not grammar and text is None:
         t0 = time.perf_counter()
         list(slm.generate(model, [1 if model.cfg.n_vocab > 1 else 0], 4, seed=0))
         corpus = (time.perf_counter() - t0) / 4 * (seq_len - 1) * (n + 16)
     rows = np.random.default_rng(0).standard_normal((max(settings.batch_size, 2), model.cfg.n_model))
-    trainer = S.Trainer(rows.astype(np.float32), S.settings_with(settings, steps=2), run.hook)
+    trainer = S.Trainer(rows.astype(np.float32), S.settings_with(settings, steps=3), run.hook)
     trainer.step(1)  # the first step allocates
-    t0 = time.perf_counter()
-    trainer.step(1)
-    train = (time.perf_counter() - t0) * settings.steps
+    train = min(_timed(trainer.step, 1) for _ in range(2)) * settings.steps
     gather = per_window * (n + HELD_OUT_WINDOWS)
     index = per_window * 1.3 * min(INDEX_WINDOWS, n)
     out = {"corpus": corpus, "gather": gather, "train": train, "index": index}
     out["total"] = sum(out.values())
     return out
+
+
+def _timed(function: Any, *args: Any) -> float:
+    start = time.perf_counter()
+    function(*args)
+    return time.perf_counter() - start
 
 
 def estimate_text(estimate: dict[str, float]) -> str:
@@ -234,7 +250,7 @@ def sae_bytes(sae: S.SAE) -> bytes:
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as zf:
         for name, data in S.to_files(sae).items():
-            zf.writestr(name, data)
+            zf.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), data)  # the same SAE, the same bytes
     return out.getvalue()
 
 

@@ -44,6 +44,8 @@ from .common import (
 CHUNK = 0.04  # seconds of work between UI turns: a click or Stop waits at most about this
 REDRAW = 0.3  # seconds between chart updates while training
 LIST_SIZE = 200  # features in the list box (the rest: type the number)
+# The list boxes: as wide as their lines where there is room, narrower on a phone (a fixed 320 px would widen its page).
+LIST_WIDTH = {"sizing_mode": "stretch_width", "min_width": 200, "max_width": 340, "styles": {"flex": "1 1 300px"}}
 SORTS = {"density (most frequent first)": "density", "mean activation (largest first)": "mean",
          "feature number": "number"}
 
@@ -100,9 +102,9 @@ class FeaturesView(View):
 
     def _build_controls(self) -> None:
         settings = self.settings
-        self.preset = pn.widgets.Select.from_param(settings.param.preset, label="Preset", width=280, description=None,
+        self.preset = pn.widgets.Select.from_param(settings.param.preset, label="Preset", width=260, description=None,
                                                    options={v: k for k, v in sae_lab.PRESET_LABELS.items()})
-        self.hook = pn.widgets.Select(label="Hook point (read and steered)", width=260, options=[])
+        self.hook = pn.widgets.Select(label="Hook point (read and steered)", width=240, options=[])
         self.hook.param.watch(lambda _: self._say_estimate(), "value")
         self.text = pn.widgets.TextAreaInput(label="Your text (optional: else the grammar's documents, or the "
                                              "model's own samples)", rows=2, sizing_mode="stretch_width",
@@ -130,14 +132,14 @@ class FeaturesView(View):
     def _build_charts(self) -> None:
         self.curve_source = ColumnDataSource(data=dict(step=[], fve=[]))
         self.step_range = Range1d(0, 1)
-        curve = small_figure(title="Fraction of variance explained (training batches)", sizing_mode="stretch_width",
+        curve = small_figure(title="Variance explained, by step", sizing_mode="stretch_width",
                              min_width=200, height=220, x_axis_label="step", y_axis_label="FVE",
                              x_range=self.step_range, y_range=Range1d(0, 1.02), name="sae-fve")
         curve.line("step", "fve", source=self.curve_source, color=POSITIVE, line_width=2)
         self.hist_source = ColumnDataSource(data=dict(left=[], right=[], count=[], label=[]))
-        hist = small_figure(title="Feature density (log₁₀ of the fraction of positions it fires on)",
-                            sizing_mode="stretch_width", min_width=200, height=220, x_axis_label="log₁₀ density",
-                            y_axis_label="features", name="sae-density")
+        hist = small_figure(title="Features by density", sizing_mode="stretch_width", min_width=200, height=220,
+                            x_axis_label="log₁₀ (fraction of positions it fires on)", y_axis_label="features",
+                            name="sae-density")
         hist.quad(left="left", right="right", bottom=0, top="count", source=self.hist_source, fill_color=NEUTRAL,
                   line_color="white")
         hist.add_tools(HoverTool(tooltips=[("density", "@label"), ("features", "@count")]))
@@ -150,11 +152,10 @@ class FeaturesView(View):
 
     def _build_feature(self) -> None:
         settings = self.settings
-        self.sort = pn.widgets.Select(label="Order the features by", width=260,
+        self.sort = pn.widgets.Select(label="Order the features by", width=240,
                                       options=SORTS, value=settings.sort)
         self.sort.param.watch(lambda e: setattr(settings, "sort", e.new), "value")
-        self.feature_list = pn.widgets.Select(label="Features (choose one)", size=10, options={}, width=320,
-                                              css_classes=["pg-feature-list"])
+        self.feature_list = pn.widgets.Select(label="Features (choose one)", size=10, options={}, **LIST_WIDTH)
         self.feature_list.param.watch(self._on_list, "value")
         self.feature_input = pn.widgets.IntInput.from_param(settings.param.feature, label="Feature number",
                                                             width=140, description=None, start=0)
@@ -163,7 +164,7 @@ class FeaturesView(View):
         self.prompt_title = title("On your prompt", level=3)
         self.prompt_note = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width")
         self.at_token = pn.widgets.Select(label="Features at the selected token (choose one to show it)", size=6,
-                                          options={}, width=320)
+                                          options={}, **LIST_WIDTH)
         self.at_token.param.watch(self._on_list, "value")
         self.prompt_table = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width", min_width=240,
                                          styles={"flex": "1 1 420px"})
@@ -182,7 +183,7 @@ class FeaturesView(View):
         self.results = pn.Column(
             self.kept, self.charts,
             title("The features", level=3),
-            wrap_row(pn.Column(self.sort, self.feature_list, self.feature_input), self.page,
+            wrap_row(pn.Column(self.sort, self.feature_list, self.feature_input, **LIST_WIDTH), self.page,
                      styles={"flex-wrap": "wrap", "align-items": "flex-start"}),
             self.prompt_title, self.prompt_note,
             wrap_row(self.at_token, self.prompt_table, styles={"flex-wrap": "wrap", "align-items": "flex-start"}),
@@ -360,7 +361,12 @@ class FeaturesView(View):
         if run.trainer is not None:
             m = run.final
             t = run.trainer
-            self._say(f"Done: {t.t} steps in {run.seconds:.0f} s. On held-out positions: FVE {m['fve']:.3f}, "
+            parts = run.phase_seconds
+            spent = ", ".join(f"{label} {parts[key]:.1f} s" for key, label in (
+                ("corpus", "corpus"), ("gather", "gathering"), ("train", "training"), ("index", "indexing"))
+                if key in parts)
+            self._say(f"Done: {t.t} steps in {run.seconds:.0f} s ({spent}). On held-out positions: "
+                      f"FVE {m['fve']:.3f}, "
                       f"L0 {m['l0']:.1f}, dead {100 * m['dead']:.0f} %, dense {100 * m['dense']:.0f} % "
                       f"({sae.d_sae} features at {sae.hook_name}).")
         else:
