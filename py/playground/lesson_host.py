@@ -116,7 +116,12 @@ class LessonHost:
         self.open_lessons[key] = lesson
         while len(self.open_lessons) > MAX_OPEN:
             self.open_lessons.pop(next(iter(self.open_lessons)))
-        return {"ok": True, "key": key, "builtin": builtin, "lesson": lesson.to_dict()}
+        data = lesson.to_dict()
+        for step, step_data in zip(lesson.steps, data["steps"], strict=True):
+            for block, block_data in zip(step.blocks, step_data["blocks"], strict=True):
+                if block.kind == "choice":
+                    block_data["multiple"] = block.multiple  # choose all that apply: check boxes, not radios
+        return {"ok": True, "key": key, "builtin": builtin, "lesson": data}
 
     def _item(self, key: str, step: int, item: int) -> tuple[lessons.Lesson, lessons.Step, Any]:
         lesson = self.open_lessons[key]

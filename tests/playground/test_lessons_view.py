@@ -67,6 +67,11 @@ def test_a_builtin_opens_with_every_step_and_its_checks(app):
     assert lesson["title"] == lessons.load_builtin("1-the-block").title
     assert len(lesson["steps"]) == 6
     challenge = next(b for s in lesson["steps"] for b in s["blocks"] if b["kind"] == "challenge")
+    # Choose one (radio buttons) or choose all that apply (check boxes): several right options.
+    multiple = [b["multiple"] for s in lesson["steps"] for b in s["blocks"] if b["kind"] == "choice"]
+    assert multiple == [sum(o["correct"] for o in b["options"]) > 1
+                        for s in lesson["steps"] for b in s["blocks"] if b["kind"] == "choice"]
+    assert True in multiple and False in multiple
     assert "def layer_norm" in challenge["starter"]["text"] and challenge["check"]["text"]
     # The list in the Lessons view: the three built-ins with their sizes (docs/lessons.md's table).
     sizes = {s["name"]: (s["steps"], s["questions"], s["challenges"]) for s in builtin_summaries()}

@@ -306,13 +306,14 @@ export function lessonPanel(site) {
       if (saved) showGrade({ correct: saved.correct, feedback_html: [] });
       return box;
     }
-    const type = block.multiple ? "checkbox" : "radio";
+    const multiple = Boolean(block.multiple); // several right options: choose all that apply
+    const type = multiple ? "checkbox" : "radio";
     const name = `lesson-${step.number}-${item}`;
     const inputs = block.options.map((option, i) => {
       const input = h("input", { type, name, value: String(i), checked: saved?.chosen?.includes(i) || null });
       return h("label", { class: "lesson-option" }, input, setSafeHtml(h("span"), option.html));
     });
-    const hint = block.multiple ? h("p", { class: "lesson-hint", text: "Choose all that apply." }) : null;
+    const hint = multiple ? h("p", { class: "lesson-hint", text: "Choose all that apply." }) : null;
     const answerButton = h("button", { type: "button", class: "lesson-answer" }, "Check answer");
     answerButton.addEventListener("click", async () => {
       const chosen = inputs.map((l, i) => (l.querySelector("input").checked ? i : -1)).filter((i) => i >= 0);
