@@ -124,8 +124,6 @@ export function lessonPanel(site) {
     loadLibs(); // the editor, and the math of the prose
     if (lesson.model) applyState({ model: lesson.model }); // the front matter's model; the step's link may change it
     await show(step || progress.step || 1, { focus: false });
-    // The spare learner's worker boots once the step's view is drawn: it would take a core from it.
-    if (lesson.steps.some((s) => s.blocks.some((b) => b.kind === "challenge"))) pool.warm();
     return true;
   }
 
@@ -235,6 +233,9 @@ export function lessonPanel(site) {
     stats.steps.push(record);
     await applied;
     record.ms = Math.round(performance.now() - t0);
+    // The spare learner's worker boots once a step with a challenge is drawn, view included (it would take a core
+    // from the step change), while the learner reads the step.
+    if (step.blocks.some((b) => b.kind === "challenge")) pool.warm();
   }
 
   // A state link in the prose applies its state instead of being followed.
