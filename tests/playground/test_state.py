@@ -238,8 +238,9 @@ def test_hidden_views_wait_and_then_show_what_a_fresh_view_shows():
     app = Playground(PlaygroundState(model_name="lesson", prompt="the cat", view="map"))
     app.build_hidden()
     # generate: always up to date; train, models and lessons: they show their own run, the page's models and the
-    # lesson's text, not the prompt
-    hidden = [name for name in VIEW_CLASSES if name not in ("map", "generate", "train", "models", "lessons")]
+    # lesson's text, not the prompt; features: with no SAE trained yet, only a measured estimate of Start's time
+    hidden = [name for name in VIEW_CLASSES
+              if name not in ("map", "generate", "train", "models", "lessons", "features")]
     before = {name: shown(app.views[name]) for name in hidden}
     app.state.param.update(prompt="the cat was tired", position=3)
     assert not app.views["generate"].stale and "tired" in app.views["generate"].output.object
