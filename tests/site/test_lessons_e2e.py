@@ -257,3 +257,18 @@ def test_an_embedded_lesson_posts_its_events_to_the_course_page(engines: Engines
             received = page.page.evaluate("window.received")  # type: ignore[attr-defined]
     assert received == [{"type": "slm-lesson-question", "lesson": "1-the-block", "step": 1,
                          "step_id": lesson.steps[0].id, "item": 0, "kind": "choice", "correct": True}]
+
+
+def test_the_portable_file_opens_a_builtin_lesson_and_runs_code_offline(engines: Engines, vendored_site: Path,
+                                                                       tmp_path: Path) -> None:
+    """"Save for offline use" carries the built-in lessons, the panel and its editor: the single file, opened from
+    disk with every request off the machine refused, opens a lesson at a challenge and runs code (Chromium)."""
+    portable = tmp_path / "transformer-playground.html"
+    portable.write_bytes((vendored_site / "build" / "transformer-playground.html").read_bytes())
+    with engines.page("chromium") as page:
+        page.open(portable.as_uri() + "?lesson=1-the-block&step=2")
+        assert page.evaluate("document.body.dataset.ready") == "1", (page.text("#error"), page.console)
+        page.wait_js("document.querySelector('#lesson .cm-content') !== null", timeout_s=60)
+        run, verdict = check(page, "print(6 * 7)", button="button.lesson-run")
+        assert run["status"] == "ran" and page.text("#lesson .lesson-output").strip() == "42", verdict
+        assert not page.external, page.external
