@@ -44,8 +44,9 @@ function inlineScript(text, name) {
 // The site's files by path (as the manifest names them), each read with `read(pathOrUrl)` -> Uint8Array.
 // Packages the hosted site fetches from the Pyodide CDN (manifest.remote) are embedded under build/wheels/ and
 // the lock file is rewritten to point there. `models`: the models of the visitor's store (the worker's slmStore,
-// [{key, name, bytes, saved, data: Uint8Array}]), embedded as they are; the file's store lists them.
-export async function assemble({ manifest, read, models = [] }) {
+// [{key, name, bytes, saved, data: Uint8Array}]), embedded as they are; the file's store lists them. `lessons`: the
+// lesson files open on the page ([{name, source, text}], the built-in ones are in the app), the first the one shown.
+export async function assemble({ manifest, read, models = [], lessons = [] }) {
   const decoder = new TextDecoder();
   const lock = JSON.parse(decoder.decode(await read("build/pyodide-lock.json")));
   // The gzip copies too: the file embeds each file once, compressed where that pays.
@@ -84,7 +85,7 @@ export async function assemble({ manifest, read, models = [] }) {
     modelIndex.push({ id, key: model.key, name: model.name, bytes: data.length, saved: model.saved, sha256: await sha256(data) });
     blocks.push(`<script type="application/octet-stream" id="${id}">${toBase64(data)}</script>`);
   }
-  const index = { manifest: { ...manifest, remote: {}, files: portableFiles }, parts, models: modelIndex };
+  const index = { manifest: { ...manifest, remote: {}, files: portableFiles }, parts, models: modelIndex, lessons };
 
   const template = decoder.decode(await read("index.html"));
   const style = decoder.decode(contents["style.css"]);

@@ -272,3 +272,40 @@ def test_the_portable_file_opens_a_builtin_lesson_and_runs_code_offline(engines:
         run, verdict = check(page, "print(6 * 7)", button="button.lesson-run")
         assert run["status"] == "ran" and page.text("#lesson .lesson-output").strip() == "42", verdict
         assert not page.external, page.external
+
+
+MY_LESSON = """---
+title: My own lesson
+---
+
+## One question
+
+Two plus two?
+
+- [ ] 3
+- [x] 4
+"""
+
+
+def test_the_offline_copy_carries_the_lesson_file_open_on_the_page(engines: Engines, vendored_site: Path,
+                                                                   tmp_path: Path) -> None:
+    """A lesson file dropped on the hosted page goes into "Save for offline use"'s file (portable.js with the open
+    lessons, as offline-copy.js calls it), which opens it again from disk (Chromium)."""
+    with serve(vendored_site) as url, engines.page("chromium") as page:
+        page.open(url + "index.html")
+        assert page.evaluate("document.body.dataset.ready") == "1", (page.text("#error"), page.console)
+        page.evaluate(DROP_JS.replace("hostile.md", "my-lesson.md"), MY_LESSON)
+        page.wait_js("document.querySelector('#lesson-title')?.textContent === 'My own lesson'", timeout_s=60)
+        html = page.evaluate("""async () => {
+            const { assemble } = await import("./portable.js");
+            const manifest = await (await fetch("build/manifest.json")).json();
+            const read = async (u) => new Uint8Array(await (await fetch(u)).arrayBuffer());
+            return assemble({ manifest, read, lessons: window.siteInfo.lessonApi.lessonFiles() });
+        }""")
+    saved = tmp_path / "transformer-playground.html"
+    saved.write_text(html)
+    with engines.page("chromium") as page:
+        page.open(saved.as_uri())
+        assert page.evaluate("document.body.dataset.ready") == "1", (page.text("#error"), page.console)
+        page.wait_js("document.querySelector('#lesson-title')?.textContent === 'My own lesson'", timeout_s=60)
+        assert "Two plus two?" in page.text("#lesson .lesson-step")

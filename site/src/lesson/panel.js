@@ -38,6 +38,10 @@ export function lessonPanel(site) {
   let current = null; // {key, lesson, source, origin, progress, agreed}
   const agreedOrigins = new Set();
   const editors = new WeakMap(); // a challenge's box -> {getCode, setCode}
+  // Lesson files (not built-in) opened on this page, by source: an offline copy carries them. The portable file's
+  // own (site.carried) open by name.
+  const files = new Map();
+  for (const f of site.carried || []) files.set(f.source, f);
 
   // ---------------------------------------------------------------- the app worker's side (lesson_host)
   function call(request) {
@@ -131,7 +135,10 @@ export function lessonPanel(site) {
   async function open(ref, step = null) {
     const t0 = performance.now();
     let ok;
-    if (/^[\w-]+$/.test(ref)) {
+    const carried = [...files.values()].find((f) => f.name === ref && (site.carried || []).includes(f));
+    if (carried) {
+      ok = await opened(await call({ op: "open", text: carried.text, source: carried.source }), carried.source, { step });
+    } else if (/^[\w-]+$/.test(ref)) {
       ok = await opened(await call({ op: "open", name: ref }), ref, { step });
     } else {
       let url;
@@ -148,6 +155,7 @@ export function lessonPanel(site) {
       }
       const origin = url.origin === location.origin ? null : url.origin;
       ok = await opened(await call({ op: "open", text, source: url.href }), url.href, { origin, step });
+      if (ok) remember(current.lesson.name, url.href, text);
     }
     const params = new URLSearchParams(location.search);
     params.set("lesson", ref);
@@ -162,7 +170,21 @@ export function lessonPanel(site) {
     const t0 = performance.now();
     const text = new TextDecoder().decode(bytes);
     const ok = await opened(await call({ op: "open", text, source: name }), name);
+    if (ok) remember(current.lesson.name, name, text);
     stats.opens.push({ ref: name, ok, ms: Math.round(performance.now() - t0), shownMs: Math.round(stats.shownAt - t0) });
+  }
+
+  function remember(name, source, text) {
+    files.delete(source);
+    files.set(source, { name, source, text });
+  }
+
+  /** The lesson files open on this page, the one shown (or last opened) first. */
+  function lessonFiles() {
+    const all = [...files.values()].reverse();
+    const shown = all.findIndex((f) => f.source === current?.source);
+    if (shown > 0) all.unshift(...all.splice(shown, 1));
+    return all;
   }
 
   // ---------------------------------------------------------------- a step
@@ -468,7 +490,8 @@ export function lessonPanel(site) {
     open: (ref) => open(ref),
     show: (number) => show(number),
     openFile: (name, text) => openFile(name, new TextEncoder().encode(text).buffer), // what a drop hands over
+    lessonFiles: () => lessonFiles(),
   };
 
-  return { open, openFile, show };
+  return { open, openFile, show, lessonFiles };
 }

@@ -24,6 +24,13 @@ export function loadScript(path) {
   return scripts.get(path);
 }
 
+let opened = null; // the lesson panel, once loaded
+
+/** The lesson files open on this page ([{name, source, text}], the one shown first), for the offline copy. */
+export async function openLessonFiles() {
+  return opened ? (await opened).lessonFiles() : [];
+}
+
 /** Whether these dropped files are a lesson (one Markdown file) rather than a model. */
 export const isLessonDrop = (files) => files.length === 1 && /\.(md|markdown)$/i.test(files[0][0]);
 
@@ -38,14 +45,17 @@ export function lessonsWhenReady(worker, manifest) {
       const t0 = performance.now();
       await loadScript(manifest.site.lesson_js);
       const learnerFiles = portable ? async () => workerFiles() : async () => [null, []];
-      const started = self.slmLessons.start({ worker, manifest, newWorker, learnerFiles, info, body, loadScript });
+      const carried = portable?.lessons || []; // the lesson files an offline copy was saved with
+      const started = self.slmLessons.start({ worker, manifest, newWorker, learnerFiles, info, body, loadScript, carried });
       info.timings.lessonScript = performance.now() - t0;
       return started;
     })();
     panel.catch((e) => console.error("[site] the lesson panel could not load:", e));
+    opened = panel;
     return panel;
   };
-  const ref = query.get("lesson");
+  // An offline copy saved with a lesson file open opens it again (by its name; ?lesson= may name another).
+  const ref = query.get("lesson") || portable?.lessons?.[0]?.name;
   if (ref) load().then((p) => p.open(ref, Number(query.get("step")) || null));
   // A lesson link of the Lessons view (inside BokehJS's shadow roots: the click's path names it) opens here.
   document.addEventListener("click", (event) => {

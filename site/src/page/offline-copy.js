@@ -1,9 +1,10 @@
 // "Save for offline use" (the full page on the hosted site): the portable file, assembled by portable.js from the
-// files this visit loaded (the service worker's cache answers; NumPy too, wherever it came from) and the models of
-// the worker's store.
+// files this visit loaded (the service worker's cache answers; NumPy too, wherever it came from), the models of
+// the worker's store and the lesson files open on the page (the built-in lessons are in the app).
 import { exportModels } from "../protocol.js";
 import { keptHubModels } from "../worker/hub.js";
 import { $, embed, mb, opaque } from "./env.js";
+import { openLessonFiles } from "./lessons.js";
 import { portable } from "./portable-file.js";
 
 // The largest model the file embeds: base64 makes it 4/3 larger, and the whole file is read into memory when opened.
@@ -50,7 +51,8 @@ export function offerOfflineCopy(worker, manifest) {
       const stored = await storedModels(worker);
       const models = stored.filter((m) => m.bytes <= MODEL_MAX);
       const notes = await leftOut(stored);
-      const file = new Blob([await assemble({ manifest, read, models })], { type: "text/html" });
+      const lessons = await openLessonFiles();
+      const file = new Blob([await assemble({ manifest, read, models, lessons })], { type: "text/html" });
       const link = document.createElement("a");
       link.href = URL.createObjectURL(file);
       link.download = manifest.site.portable_name;
