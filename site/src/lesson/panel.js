@@ -113,14 +113,15 @@ export function lessonPanel(site) {
       ...problems.map((p) => h("li", { text: p.line ? `line ${p.line}: ${p.message}` : p.message }))));
   }
 
-  async function opened(answer, source, { origin = null, step = null } = {}) {
+  /** `ref`: what `?lesson=` says to open it again (none for a dropped or chosen file). */
+  async function opened(answer, source, { origin = null, step = null, ref = null } = {}) {
     if (!answer.ok) {
       showProblems(source, answer.problems || [{ line: 0, message: answer.error || "unknown error" }]);
       return false;
     }
     const lesson = answer.lesson;
     const progress = loadProgress(answer.key);
-    current = { key: answer.key, lesson, source, origin, progress };
+    current = { key: answer.key, lesson, source, origin, progress, ref };
     root.hidden = false;
     progressBar.hidden = back.hidden = next.hidden = false;
     document.body.classList.add("with-lesson");
@@ -137,9 +138,10 @@ export function lessonPanel(site) {
     let ok;
     const carried = [...files.values()].find((f) => f.name === ref && (site.carried || []).includes(f));
     if (carried) {
-      ok = await opened(await call({ op: "open", text: carried.text, source: carried.source }), carried.source, { step });
+      ok = await opened(await call({ op: "open", text: carried.text, source: carried.source }), carried.source,
+        { step, ref });
     } else if (/^[\w-]+$/.test(ref)) {
-      ok = await opened(await call({ op: "open", name: ref }), ref, { step });
+      ok = await opened(await call({ op: "open", name: ref }), ref, { step, ref });
     } else {
       let url;
       let text;
@@ -154,12 +156,9 @@ export function lessonPanel(site) {
         return;
       }
       const origin = url.origin === location.origin ? null : url.origin;
-      ok = await opened(await call({ op: "open", text, source: url.href }), url.href, { origin, step });
+      ok = await opened(await call({ op: "open", text, source: url.href }), url.href, { origin, step, ref });
       if (ok) remember(current.lesson.name, url.href, text);
     }
-    const params = new URLSearchParams(location.search);
-    params.set("lesson", ref);
-    history.replaceState(null, "", `?${params}`);
     // shownMs: the first step is on the panel; ms: its state has reached the app's view too.
     stats.opens.push({ ref, ok, ms: Math.round(performance.now() - t0), shownMs: Math.round(stats.shownAt - t0),
       at: performance.now() });
@@ -217,11 +216,19 @@ export function lessonPanel(site) {
     locationTimer = setTimeout(() => current && keepLessonInUrl(), 300);
   };
   function keepLessonInUrl() {
-    // The app rewrites the query string as its state changes: the lesson's own keys are put back.
+    // The lesson's keys in the page's address (a reload or a link comes back to the step), and in the app's copy
+    // of it: the app writes the query string from that copy as its state changes.
     const params = new URLSearchParams(location.search);
-    const ref = new URLSearchParams(location.search).get("lesson");
-    if (ref) params.set("step", String(current.progress.step));
+    if (current.ref) {
+      params.set("lesson", current.ref);
+      params.set("step", String(current.progress.step));
+    } else {
+      params.delete("lesson");
+      params.delete("step");
+    }
+    if (`?${params}` === location.search) return;
     history.replaceState(null, "", `?${params}`);
+    sendLocation();
   }
 
   async function show(number, { focus = true } = {}) {
