@@ -68,7 +68,7 @@ class Progress:
 class SaeRun:
     """One SAE for one model: `work()` yields a Progress after every small step (a chunk of windows, a few
     training steps); the view calls next() on it between UI events and stops by no longer calling. After the
-    training phase, `sae` is set; after indexing, `index` too. `stop_training()` ends the training where it is and
+    training phase, `sae` is set; once indexed, `done`. `stop_training()` ends the training where it is and
     goes on to index the SAE so far. `from_sae` starts at indexing, for an SAE kept or uploaded."""
 
     def __init__(self, model: slm.Model, preset: str = "quick", hook: str | None = None, steps: int = 0,
@@ -83,6 +83,7 @@ class SaeRun:
         self.final: dict[str, Any] = {}  # held-out metrics at the end
         self.seconds = 0.0  # from the first step to the last, the page's time between steps included
         self.phase_seconds: dict[str, float] = {}
+        self.done = False  # trained (or given) and indexed
         self._stop = False
 
     @classmethod
@@ -157,6 +158,7 @@ class SaeRun:
             self.index.add(index_windows[start:start + GATHER_CHUNK])
             yield Progress("index", min(start + GATHER_CHUNK, len(index_windows)), len(index_windows))
         self.seconds += time.perf_counter() - started
+        self.done = True
         yield Progress("done", 1, 1)
 
     def run_all(self) -> SaeRun:

@@ -193,3 +193,32 @@ def test_a_model_without_the_grammar_trains_on_its_own_samples():
         estimate[k] for k in ("corpus", "gather", "train", "index")))
     assert sae_lab.estimate_text({"corpus": 100.0, "gather": 0.5, "train": 3000.0, "index": 2.0, "total": 3102.5}) \
         == "Start will take about 52 min on this model (corpus 2 min, train 50 min, index 2 s)."
+
+
+def test_another_model_hides_the_sae_and_coming_back_shows_it_again(view):
+    trained(view)
+    sae = view.sae
+    state = view.state
+
+    async def scenario() -> None:
+        state.model_name = "lesson"  # the shown view follows the model at once
+        assert view.sae is None and not view.results.visible and "Not started" in view.status.object
+        state.model_name = "shipped"
+        for _ in range(500):
+            if view.sae is not None:
+                return
+            await asyncio.sleep(0.01)
+
+    run(scenario())
+    assert view.sae is sae and view.results.visible
+    assert "trained or opened in this page" in view.kept.object
+
+
+def test_an_sae_of_the_lesson_model_is_not_kept_under_its_name():
+    storage._STORE = storage.MemoryStore()
+    state = PlaygroundState(model_name="lesson", prompt="the cat was tired")
+    v = features.FeaturesView(features.FeaturesSettings(state, steps=5))
+    v.catch_up()
+    run(v.train())
+    assert v.sae is not None and storage._STORE.items == {}
+    assert "lasts until the page closes" in v.kept.object

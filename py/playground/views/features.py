@@ -68,7 +68,7 @@ class FeaturesView(View):
         self.settings = settings
         self.state = state = settings.state
         self.run: sae_lab.SaeRun | None = None
-        self.saes: dict[str, S.SAE] = {}  # model name -> its SAE, this page
+        self.saes: dict[str, tuple[Any, S.SAE]] = {}  # model name -> (that model, its SAE), this page
         self.task: asyncio.Future | None = None
         self.working = False
         self.steering = False
@@ -201,19 +201,19 @@ class FeaturesView(View):
     @property
     def sae(self) -> S.SAE | None:
         run = self.run
-        return run.sae if run is not None and run.model is self.state.model and run.index is not None else None
+        return run.sae if run is not None and run.model is self.state.model and run.done else None
 
     def _on_model(self, *_: object) -> None:
         if self.run is not None and self.run.model is not self.state.model:
             self.stop_work()
             self.run = None
         self._hooks()
-        sae = self.saes.get(self.state.model_name)
-        if sae is not None and self.run is None:
+        model, sae = self.saes.get(self.state.model_name, (None, None))
+        if model is self.state.model and self.run is None:
             self._open(sae, "This model's SAE (trained or opened in this page).")
         elif self.run is None:
             self._hide_results()
-            if self.state.model_name not in self._looked_up:
+            if self.state.model_name not in self._looked_up and self.state.model_name != "lesson":
                 self._looked_up.add(self.state.model_name)
                 self._schedule(self._restore(self.state.model_name))
         self._say_estimate()
@@ -244,7 +244,7 @@ class FeaturesView(View):
         except ValueError as exc:
             self._say(f"That SAE does not fit this model: {exc}.")
             return
-        self.saes[self.state.model_name] = sae
+        self.saes[self.state.model_name] = (self.state.model, sae)
         self.kept.object = f"<p class='pg-summary'>{esc(note)}</p>"
         self._schedule(self._work(self.run))
 
@@ -266,6 +266,10 @@ class FeaturesView(View):
         self._schedule(self._keep(self.state.model_name, sae))
 
     async def _keep(self, name: str, sae: S.SAE) -> None:
+        if name == "lesson":  # its weights follow the Block view's switches: the name does not say which model
+            self.kept.object = ("<p class='pg-summary'>An SAE of the lesson model lasts until the page closes (the "
+                                "model changes with its switches): download it to keep it.</p>")
+            return
         shop = storage.store()
         try:
             if not await shop.available():
@@ -313,9 +317,9 @@ class FeaturesView(View):
         self.kept.object = ""
         self._hide_results()
         await self._work(run)
-        if run is self.run and run.index is not None:
+        if run is self.run and run.done:
             name = self.state.model_name
-            self.saes[name] = run.sae
+            self.saes[name] = (run.model, run.sae)
             await self._keep(name, run.sae)
 
     async def _work(self, run: sae_lab.SaeRun) -> None:
@@ -338,7 +342,7 @@ class FeaturesView(View):
             if run is self.run:
                 self.working = False
                 self._buttons()
-        if run is self.run and run.index is not None:
+        if run is self.run and run.done:
             self._finished(run)
 
     @patches_bokeh
