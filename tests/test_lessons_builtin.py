@@ -45,7 +45,7 @@ def test_every_step_opens_a_state(builtins):
 def test_state_keys_are_the_apps():
     """The lessons' list of URL keys is the playground's (but `embed`, which the lesson page decides)."""
     pytest.importorskip("panel")
-    from playground.state import URL_PARAMS, VIEWS
+    from playground.state import URL_PARAMS, VIEW_ALIASES, VIEWS
     from playground.views.block import BlockSettings
     from playground.views.patching import PatchingSettings
     from playground.views.train import TrainSettings
@@ -54,6 +54,11 @@ def test_state_keys_are_the_apps():
                                       for k in s.URL.values()}
     assert set(states.STATE_KEYS) == app - {"embed"}
     assert states.VIEWS == VIEWS
+    assert states.VIEW_ALIASES == VIEW_ALIASES
+    # A lesson written before the Block view's rename still opens it, and a select answer naming it still matches.
+    assert states.parse_query("?view=lesson&heads=2") == ({"view": "block", "heads": "2"}, [])
+    alternatives, problems = states.parse_answer("view=lesson layer=0")
+    assert not problems and states.matches(alternatives, {"view": "block", "layer": 0})
 
 
 def test_the_select_answer_is_the_shipped_models_strongest_induction_head(builtins):

@@ -15,6 +15,9 @@ from typing import Any
 
 VIEWS = ("map", "generate", "attention", "residual", "next", "block", "heads", "patching", "train", "features",
          "models", "lessons")
+# Old names of views a lesson may still use: `view=lesson` was the Block view before lessons became files
+# (playground.state.VIEW_ALIASES; the same test keeps them equal).
+VIEW_ALIASES = {"lesson": "block"}
 STATE_KEYS = (
     # the shared state (playground.state.URL_PARAMS), but `embed`: the lesson page decides that
     "prompt", "model", "max_new_tokens", "temperature", "top_k", "top_p", "seed", "layer", "head", "pos", "view",
@@ -47,10 +50,10 @@ def parse_query(href: str) -> tuple[dict[str, str], list[str]]:
         problem = _key_problem(key)
         if problem:
             problems.append(f"link {href!r}: {problem}")
-        elif key == "view" and value not in VIEWS:
+        elif key == "view" and VIEW_ALIASES.get(value, value) not in VIEWS:
             problems.append(f"link {href!r}: no view {value!r} (views: {', '.join(VIEWS)})")
         else:
-            state[key] = value
+            state[key] = VIEW_ALIASES.get(value, value) if key == "view" else value
     if not pairs:
         problems.append(f"link {href!r} names no state (e.g. ?view=attention&layer=1)")
     return state, problems
@@ -72,7 +75,7 @@ def parse_answer(text: str) -> tuple[list[dict[str, str]], list[str]]:
             if problem:
                 problems.append(f"answer: {problem}")
             else:
-                alternative[key] = value
+                alternative[key] = VIEW_ALIASES.get(value, value) if key == "view" else value
         if alternative:
             alternatives.append(alternative)
     if not alternatives and not problems:
