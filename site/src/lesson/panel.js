@@ -343,7 +343,8 @@ export function lessonPanel(site) {
       const input = h("input", { type, name, value: String(i), checked: saved?.chosen?.includes(i) || null });
       return h("label", { class: "lesson-option" }, input, setSafeHtml(h("span"), option.html));
     });
-    const hint = multiple ? h("p", { class: "lesson-hint", text: "Choose all that apply." }) : null;
+    const said = /all that apply/i.test(prompt.textContent); // the question says it already
+    const hint = multiple && !said ? h("p", { class: "lesson-hint", text: "Choose all that apply." }) : null;
     const answerButton = h("button", { type: "button", class: "lesson-answer" }, "Check answer");
     answerButton.addEventListener("click", async () => {
       const chosen = inputs.map((l, i) => (l.querySelector("input").checked ? i : -1)).filter((i) => i >= 0);
