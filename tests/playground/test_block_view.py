@@ -1,4 +1,4 @@
-"""The Lesson view and its settings without a browser: the architecture switches, the change-one-token
+"""The Block view and its settings without a browser: the architecture switches, the change-one-token
 comparison, the tables."""
 
 from __future__ import annotations
