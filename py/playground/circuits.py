@@ -216,21 +216,28 @@ def patch_run(model: slm.Model, tokenizer: slm.WordTokenizer, ids: Sequence[int]
     """Clean = the prompt; corrupted = the prompt with `token` at `position`. patch_from "clean": clean activations
     into the corrupted run (how much of the clean answer each one recovers); "corrupted": the other way. The
     metric is logit(good) − logit(bad) at the last position. The grid is not run yet: run.job.run_for() runs it."""
-    lookup = getattr(tokenizer, "lookup", tokenizer.index.get)  # a Vocabulary also finds " cat" for "cat"
-    vocab = {word: lookup(word) for word in (token, good, bad)}
-    for word, what in ((token, "The replacement token"), (good, "The first metric token"),
-                       (bad, "The second metric token")):
-        if vocab[word] is None:
+    def lookup(word: str, spaced: bool) -> int | None:  # a Vocabulary also finds " cat" for "cat"
+        return tokenizer.lookup(word, spaced) if hasattr(tokenizer, "lookup") else tokenizer.index.get(word)
+
+    # A word typed without its space takes the spacing of the token it replaces; the metric's words, the spacing
+    # most of the prompt's words have (GPT-2's " Mary", not its "Mary", after the first word).
+    replaced = labels[position] if 0 <= position < len(labels) else ""
+    words_spaced = sum(label.startswith(" ") for label in labels[1:]) * 2 > len(labels[1:])
+    token_id, good_id, bad_id = lookup(token, replaced.startswith(" ")), lookup(good, words_spaced), \
+        lookup(bad, words_spaced)
+    for word, found, what in ((token, token_id, "The replacement token"), (good, good_id, "The first metric token"),
+                              (bad, bad_id, "The second metric token")):
+        if found is None:
             return PatchRun(f"{what} “{word}” is not in this model's vocabulary (as one token).")
-    if vocab[good] == vocab[bad]:
+    if good_id == bad_id:
         return PatchRun("The two metric tokens are the same: their logit difference is always 0.")
     if not 1 <= position < len(ids):
         return PatchRun(f"The prompt has no position {position} to change (positions 1 to {len(ids) - 1}).")
-    if ids[position] == vocab[token]:
+    if ids[position] == token_id:
         return PatchRun(f"Position {position} already holds “{token}”: choose another token to make a corrupted "
                         "prompt.")
     corrupted = list(ids)
-    corrupted[position] = vocab[token]
+    corrupted[position] = token_id
     corrupted_labels = list(labels)
     corrupted_labels[position] = token
     clean_trace = trace if trace is not None else model.forward(np.asarray(ids))
@@ -241,9 +248,9 @@ def patch_run(model: slm.Model, tokenizer: slm.WordTokenizer, ids: Sequence[int]
     else:
         target, source, t_trace, s_trace = list(ids), corrupted, clean_trace, corrupted_trace
         t_labels, s_labels = list(labels), corrupted_labels
-    job = interventions.PatchingJob(model, np.asarray(target), np.asarray(source), -1, vocab[good], vocab[bad],
+    job = interventions.PatchingJob(model, np.asarray(target), np.asarray(source), -1, good_id, bad_id,
                                     t_trace, s_trace)
-    return PatchRun("", job, t_labels, s_labels, position, vocab[good], vocab[bad], target, s_trace)
+    return PatchRun("", job, t_labels, s_labels, position, good_id, bad_id, target, s_trace)
 
 
 def patched_trace(model: slm.Model, target_ids: Sequence[int], source_trace: slm.Trace,

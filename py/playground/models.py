@@ -117,14 +117,17 @@ class Vocabulary:
     def decode(self, ids: Any) -> str:
         return self.tokenizer.decode([int(i) for i in ids if int(i) < self.n_text])  # an unused id has no text
 
-    def lookup(self, text: str) -> int | None:
+    def lookup(self, text: str, spaced: bool = False) -> int | None:
         """The id of a token a learner typed: its shown text, or else the text as one token of the tokenizer
-        (so "cat" finds a BPE model's " cat")."""
+        (so "cat" finds a BPE model's " cat"). `spaced`: the word stands where a BPE model's words carry their
+        space (mid-sentence in GPT-2), so " Mary" is taken before a token "Mary" when both exist."""
+        if spaced and not text.startswith(" ") and " " + text in self.index:
+            return self.index[" " + text]
         if text in self.index:
             return self.index[text]
         # without the tokens a tokenizer adds around a text (a Llama's <s>): they are not part of the word
         plain = {"add_special_tokens": False} if isinstance(self.tokenizer, BPETokenizer) else {}
-        for candidate in (text, " " + text):
+        for candidate in (" " + text, text) if spaced else (text, " " + text):
             ids = self.tokenizer.encode(candidate, **plain).ids
             if len(ids) == 1:
                 return ids[0]

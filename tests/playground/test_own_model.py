@@ -283,3 +283,27 @@ def test_a_word_typed_without_its_space_is_the_llama_tokenizers_word_token():
     for i in words:
         assert vocab.lookup(vocab.vocab[i].strip()) == i, vocab.vocab[i]
     assert vocab.lookup("qqqzzzx") is None
+
+
+def test_patching_words_typed_without_a_space_take_the_prompts_spacing():
+    """GPT-2's vocabulary holds both "the" and " the": a word typed into the Patching view's fields becomes the
+    token of the prompt's spacing (" the" mid-sentence), not the space-less one the exact text would find first."""
+    from playground import circuits
+    from testkit.trained_tokenizers import gpt2_style
+
+    vocab = Vocabulary(bpe.from_tokenizer_json(gpt2_style(vocab_size=2000).to_str()))
+    both = [w for w in ("the", "a", "and", "was", "in", "to", "of", "he")
+            if w in vocab.index and " " + w in vocab.index]
+    assert len(both) >= 3, "the trained vocabulary should hold words with and without their space"
+    word, other, metric = both[:3]
+    assert vocab.lookup(word) == vocab.index[word] and vocab.lookup(word, spaced=True) == vocab.index[" " + word]
+
+    cfg = slm.Config(n_vocab=len(vocab), n_ctx=32, n_model=16, n_heads=2, n_layers=1)
+    model = slm.Model.init(cfg, seed=0, dtype=np.float32)
+    ids = vocab.encode(f"{word} {other} {word} {other}").ids
+    labels = [vocab.vocab[i] for i in ids]
+    assert labels == [word, " " + other, " " + word, " " + other], labels
+    run = circuits.patch_run(model, vocab, ids, labels, 2, metric, word, other, "clean")
+    assert not run.error, run.error
+    assert run.target_ids[2] == vocab.index[" " + metric]
+    assert (run.good, run.bad) == (vocab.index[" " + word], vocab.index[" " + other])
