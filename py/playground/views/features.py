@@ -43,6 +43,7 @@ from .common import (
 
 CHUNK = 0.04  # seconds of work between UI turns: a click or Stop waits at most about this
 REDRAW = 0.3  # seconds between chart updates while training
+STEER_DRAW = 0.06  # seconds between updates of the steered and unsteered texts
 LIST_SIZE = 200  # features in the list box (the rest: type the number)
 # The list boxes: as wide as their lines where there is room, narrower on a phone (a fixed 320 px would widen its page).
 LIST_WIDTH = {"sizing_mode": "stretch_width", "min_width": 200, "max_width": 340, "styles": {"flex": "1 1 300px"}}
@@ -508,7 +509,7 @@ class FeaturesView(View):
                                  top_p=state.top_p if state.top_p < 1 else None,
                                  stop_ids=() if end is None else (end,))
         texts: dict[str, list[int]] = {"steered": [], "plain": []}
-        model, spent = state.model, 0.0
+        model, spent, drawn = state.model, 0.0, 0.0
         try:
             # One token of each in turn: the two texts grow side by side.
             pairs = itertools.zip_longest(steered, plain)
@@ -521,8 +522,14 @@ class FeaturesView(View):
                 for name, step in zip(("steered", "plain"), pair, strict=True):
                     if step is not None:
                         texts[name].append(int(step.token))
-                self._show_steer(f, alpha, texts, running=True)
-                await asyncio.sleep(STEP_DELAY)
+                # Both panes are patched at most every STEER_DRAW seconds (each patch resends their whole text);
+                # between patches a token only yields to the event loop, where Stop is heard.
+                if time.perf_counter() - drawn > STEER_DRAW:
+                    self._show_steer(f, alpha, texts, running=True)
+                    await asyncio.sleep(STEP_DELAY)
+                    drawn = time.perf_counter()
+                else:
+                    await asyncio.sleep(0)
                 if self._stop_steer or state.model is not model:
                     break
         finally:
