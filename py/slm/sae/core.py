@@ -14,12 +14,32 @@ ReLU'd, reconstruct the main reconstruction's error e = x − x̂ (held fixed) t
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
 
+from .. import matmul
+
 ACTIVATIONS = ("relu", "topk", "jumprelu")
 ARCHITECTURE = {"relu": "standard", "topk": "topk", "jumprelu": "jumprelu"}  # SAELens's name of each
+
+
+# In the page (Pyodide's NumPy has no BLAS) the products go through slm.matmul, which uses the site's SIMD kernel when
+# it has one; CPython keeps NumPy's @.
+IN_PAGE = sys.platform == "emscripten"
+
+
+def _mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a (..., n) @ b (n, m)."""
+    if not IN_PAGE:
+        return a @ b
+    return matmul.matmul(a.reshape(-1, a.shape[-1]), b).reshape(*a.shape[:-1], b.shape[-1])
+
+
+def _mul_tn(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a.T @ b for a (r, m), b (r, n)."""
+    return matmul.matmul_tn(a, b) if IN_PAGE else a.T @ b
 
 
 class SAE:
@@ -81,7 +101,7 @@ class SAE:
         x = np.asarray(x, dtype=self.dtype)
         if self.apply_b_dec_to_input:
             x = x - self.b_dec
-        return x @ self.W_enc + self.b_enc
+        return _mul(x, self.W_enc) + self.b_enc
 
     def activate(self, pre: np.ndarray) -> np.ndarray:
         if self.activation == "relu":
@@ -96,7 +116,7 @@ class SAE:
 
     def decode(self, f: np.ndarray) -> np.ndarray:
         """The reconstruction (..., d_in) of feature activations f (..., d_sae)."""
-        return np.asarray(f, dtype=self.dtype) @ self.W_dec + self.b_dec
+        return _mul(np.asarray(f, dtype=self.dtype), self.W_dec) + self.b_dec
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         """decode(encode(x)): what splicing the SAE into a model puts in place of x."""
@@ -139,21 +159,21 @@ def loss_and_grads(sae: SAE, x: np.ndarray, l1: float = 0.0, dead: np.ndarray | 
     x = np.asarray(x, dtype=sae.dtype)
     n = x.shape[0]
     centred = x - sae.b_dec if sae.apply_b_dec_to_input else x
-    pre = centred @ sae.W_enc + sae.b_enc
+    pre = _mul(centred, sae.W_enc) + sae.b_enc
     f = sae.activate(pre)
-    err = f @ sae.W_dec + sae.b_dec - x
+    err = _mul(f, sae.W_dec) + sae.b_dec - x
     mse = float(np.einsum("ij,ij->", err, err)) / n
     l1_term = l1 * float(f.sum()) / n
 
     g_out = (2.0 / n) * err  # d loss / d x̂
-    g_f = g_out @ sae.W_dec.T
+    g_f = _mul(g_out, sae.W_dec.T)
     if l1:
         g_f = g_f + l1 / n
     g_pre = g_f * (f > 0)  # ReLU: the units above 0; TopK: the kept units above 0 (the rest are constant 0)
     grads = {
-        "W_enc": centred.T @ g_pre,
+        "W_enc": _mul_tn(centred, g_pre),
         "b_enc": g_pre.sum(axis=0),
-        "W_dec": f.T @ g_out,
+        "W_dec": _mul_tn(f, g_out),
         "b_dec": g_out.sum(axis=0),
     }
     aux_term = 0.0
@@ -164,15 +184,15 @@ def loss_and_grads(sae: SAE, x: np.ndarray, l1: float = 0.0, dead: np.ndarray | 
         idx = np.flatnonzero(dead)
         f_aux = _top_k(pre[:, idx], min(k_aux, n_dead))
         w_dead = sae.W_dec[idx]
-        aux_err = f_aux @ w_dead + err  # ê − e, with e = x − x̂ = −err
+        aux_err = _mul(f_aux, w_dead) + err  # ê − e, with e = x − x̂ = −err
         aux_term = weight * float(np.einsum("ij,ij->", aux_err, aux_err)) / n
         g_aux = (2.0 * weight / n) * aux_err
-        g_pre_aux = (g_aux @ w_dead.T) * (f_aux > 0)
-        grads["W_dec"][idx] += f_aux.T @ g_aux
-        grads["W_enc"][:, idx] += centred.T @ g_pre_aux
+        g_pre_aux = _mul(g_aux, w_dead.T) * (f_aux > 0)
+        grads["W_dec"][idx] += _mul_tn(f_aux, g_aux)
+        grads["W_enc"][:, idx] += _mul_tn(centred, g_pre_aux)
         grads["b_enc"][idx] += g_pre_aux.sum(axis=0)
         g_pre = g_pre.copy()
         g_pre[:, idx] += g_pre_aux  # for b_dec below
     if sae.apply_b_dec_to_input:
-        grads["b_dec"] -= (g_pre @ sae.W_enc.T).sum(axis=0)
+        grads["b_dec"] -= _mul(g_pre, sae.W_enc.T).sum(axis=0)
     return mse + l1_term + aux_term, {"mse": mse, "l1": l1_term, "aux": aux_term}, grads, f
