@@ -562,8 +562,9 @@ COUNT_POINTER = """
 def wait_for_every_view(page) -> None:
     from playground.state import VIEWS
 
-    # generous: two test workers, each with a server and a browser, share the cores
-    page.wait_for_function(f"() => ({COUNT_H2})() >= {len(VIEWS)}", timeout=60_000)
+    # generous: two test workers, each with a server and a browser, share the cores, and a loaded machine took
+    # over 60 s to build the twelve views
+    page.wait_for_function(f"() => ({COUNT_H2})() >= {len(VIEWS)}", timeout=120_000)
 
 
 def tab_to(page, matches, shift: bool = False, limit: int = 80) -> dict:
