@@ -27,7 +27,7 @@ import { readSnapshot, restore } from "./memory-snapshot.js";
 import { network } from "./network.js";
 import { filesInOrder, installInOrder, loadPackagesWith, packagesInOrder, packageUrl } from "./packages.js";
 import { PY } from "./python-api.js";
-import { fetchLock, fetchText, importing, pyodideModule, startPython, startRuntimeScript } from "./runtime.js";
+import { fetchLock, fetchText, importing, pyodideModule, startPython } from "./runtime.js";
 import { modelsWithBytes, modelStore } from "./store.js";
 
 // A worker the page made from a blob (an opaque origin: the portable file, a sandboxed iframe) learns the site's
@@ -79,7 +79,6 @@ async function start(ctx, msg) {
   // fetch runtime
   ctx.stage("runtime");
   const lock = fetchLock(ctx);
-  startRuntimeScript(root); // pyodide.asm.js beside the snapshot's read, not in front of loadPyodide's wasm
   const saved = await readSnapshot(ctx, msg.snapshot !== false && !fromBlob, imports?.snapshot);
   const pyodideImport = imports ? imports.pyodide : pyodideModule(root, Boolean(msg.files));
   // A start from a snapshot loads no packages; a start from scratch gets them early.
