@@ -58,32 +58,17 @@ export function settledWithin(module) {
   return Promise.race([module, late]).finally(() => clearTimeout(timer));
 }
 
-let runtimeScript = null; // the first import of pyodide.asm.js, once started
-
-/**
- * Starts importing pyodide.asm.js (once per worker), so that it loads beside the runtime stage's other requests
- * rather than in front of loadPyodide, which starts the wasm's download only after it.
- */
-export function startRuntimeScript(root) {
-  if (!runtimeScript && typeof self._createPyodideModule !== "function") { // the portable file has it already
-    runtimeScript = import(`${root}build/pyodide/pyodide.asm.js`);
-    runtimeScript.catch(() => undefined); // awaited (and reported) by importRuntimeScript
-  }
-  return runtimeScript;
-}
-
 /**
  * pyodide.asm.js, imported here before loadPyodide would import it (it does not when `_createPyodideModule` is
  * defined, as the file defines it). A try that has not settled in time is made again under another URL: a module
  * URL is imported once per worker, so the same one would wait on the same import.
  */
 async function importRuntimeScript(root) {
-  if (typeof self._createPyodideModule === "function") return;
-  if (await settledWithin(startRuntimeScript(root))) return; // (started at the runtime stage, or now)
-  const again = `${root}build/pyodide/pyodide.asm.js?again`;
-  console.warn(`[site] pyodide.asm.js did not load within ${IMPORT_MS / 1000} s; trying ${again}`);
-  if (typeof self._createPyodideModule !== "function" && !(await settledWithin(import(again)))) {
-    console.warn(`[site] ${again} did not load within ${IMPORT_MS / 1000} s`);
+  const url = `${root}build/pyodide/pyodide.asm.js`;
+  for (const attempt of [url, `${url}?again`]) {
+    if (typeof self._createPyodideModule === "function") return;
+    if (await settledWithin(import(attempt))) return;
+    console.warn(`[site] ${attempt} did not load within ${IMPORT_MS / 1000} s`);
   }
 }
 
