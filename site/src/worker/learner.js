@@ -33,7 +33,7 @@ export async function startLearner(ctx, msg, pyodideImport) {
   compileOptions(ctx, net);
   const { loadPyodide } = await (pyodideImport || pyodideModule(ctx.root, Boolean(msg.files)))();
   const pyodide = await startPython(ctx, net, loadPyodide, fetchLock(ctx), {});
-  await loadPackagesWith(pyodide, net)(ctx.manifest.learner_packages, "Python packages for your code");
+  await loadPackagesWith(pyodide, net)(ctx.manifest.learner_packages, "the packages your code can import");
   const namespace = pyodide.globals.get("dict")();
   await pyodide.runPythonAsync(RUN_PY, { globals: namespace, filename: "learner.py" });
   const learnerRun = namespace.get(RUN);
