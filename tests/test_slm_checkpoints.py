@@ -23,6 +23,7 @@ from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausa
 import slm
 from slm import convert, hf, layers
 from slm.safetensors_reader import SafetensorsFile
+from testkit.torch_reference import spread
 from testkit.trained_tokenizers import gpt2_style, llama_style
 
 torch.set_num_threads(1)
@@ -37,20 +38,6 @@ def gpt2_tokenizer():
 @pytest.fixture(scope="module")
 def llama_tokenizer():
     return llama_style(legacy=True, vocab_size=VOCAB)
-
-
-def spread(model: torch.nn.Module, seed: int) -> torch.nn.Module:
-    """Weights far from the 0.02-std initialisation, so that logits differ clearly and greedy choices are not
-    near-ties that float rounding could flip; norm scales near 1, biases (when present) non-zero."""
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            noise = torch.randn(p.shape, generator=gen)
-            if "ln" in name or "norm" in name:
-                p.copy_(1.0 + 0.2 * noise if name.endswith("weight") else 0.2 * noise)
-            else:
-                p.copy_(noise * (0.5 if p.ndim == 1 else 0.6 / p.shape[-1] ** 0.25))
-    return model.eval()
 
 
 GPT2_CONFIGS = {

@@ -23,6 +23,7 @@ from transformers import (
     LlamaForCausalLM,
 )
 
+from .torch_reference import spread
 from .trained_tokenizers import training_text
 
 VOCAB = 400
@@ -41,19 +42,6 @@ def sentencepiece_model(vocab_size: int = VOCAB) -> spm.SentencePieceProcessor:
         remove_extra_whitespaces=False, add_dummy_prefix=True, unk_id=0, bos_id=1, eos_id=2, pad_id=-1,
         minloglevel=2)
     return spm.SentencePieceProcessor(model_proto=out.getvalue())
-
-
-def spread(model: torch.nn.Module, seed: int) -> torch.nn.Module:
-    """Weights far from the 0.02-std initialisation, so that greedy choices are not near-ties; norm scales near 1."""
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            noise = torch.randn(p.shape, generator=gen)
-            if "ln" in name or "norm" in name:
-                p.copy_(1.0 + 0.2 * noise if name.endswith("weight") else 0.2 * noise)
-            else:
-                p.copy_(noise * (0.5 if p.ndim == 1 else 0.6 / p.shape[-1] ** 0.25))
-    return model.eval()
 
 
 def make_gpt2(seed: int = 0, **changes) -> GPT2LMHeadModel:

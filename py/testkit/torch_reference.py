@@ -122,3 +122,17 @@ class TorchReference(torch.nn.Module):
         final = self._norm("norm_f", x) if cfg.norm_placement == "pre" else x
         logits = final @ (p["tok_emb"].T if cfg.tied else p["unembed"])
         return {"attention": attention, "h": hs, "y": ys, "logits": logits, "probs": torch.softmax(logits, -1)}
+
+
+def spread(model: torch.nn.Module, seed: int) -> torch.nn.Module:
+    """Weights far from the 0.02-std initialisation, so that logits differ clearly and greedy choices are not
+    near-ties that float rounding could flip; norm scales near 1, biases (when present) non-zero."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            noise = torch.randn(p.shape, generator=gen)
+            if "ln" in name or "norm" in name:
+                p.copy_(1.0 + 0.2 * noise if name.endswith("weight") else 0.2 * noise)
+            else:
+                p.copy_(noise * (0.5 if p.ndim == 1 else 0.6 / p.shape[-1] ** 0.25))
+    return model.eval()
