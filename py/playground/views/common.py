@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import functools
 import html
@@ -216,3 +217,11 @@ def label_axis(axis: object, labels: list[str]) -> None:
 # The app's stylesheet, on every component (app.add_styles): a file of its own, which the static site serves as it is.
 STYLESHEET = Path(__file__).with_name("styles.css")
 STYLES = STYLESHEET.read_text(encoding="utf-8")
+
+
+def in_background(coroutine: Any, failed: Callable[[BaseException], None]) -> asyncio.Future:
+    """Run a view's coroutine between the page's events; an exception inside it goes to `failed` (a task's
+    exception is otherwise lost, and the learner would see a frozen bar)."""
+    task = asyncio.ensure_future(coroutine)
+    task.add_done_callback(lambda t: None if t.cancelled() or t.exception() is None else failed(t.exception()))
+    return task

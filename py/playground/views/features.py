@@ -33,6 +33,7 @@ from .common import (
     caption,
     chart_box,
     esc,
+    in_background,
     patches_bokeh,
     save_tool,
     small_figure,
@@ -289,14 +290,12 @@ class FeaturesView(View):
     # ---- running ----
 
     def _schedule(self, coroutine: Any) -> None:
-        self.task = asyncio.ensure_future(coroutine)
-        self.task.add_done_callback(self._report)
+        self.task = in_background(coroutine, self._failed)
 
-    def _report(self, task: asyncio.Future) -> None:
-        if not task.cancelled() and task.exception() is not None:
-            self.working = False
-            self._say(f"Stopped: {task.exception()}")
-            self._buttons()
+    def _failed(self, exc: BaseException) -> None:
+        self.working = False
+        self._say(f"Stopped: {exc}")
+        self._buttons()
 
     def stop_work(self) -> None:
         """Stop: training ends where it is (the SAE so far is indexed and shown); gathering is abandoned."""

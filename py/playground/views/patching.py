@@ -27,7 +27,19 @@ from slm.interventions import Site
 
 from .. import analysis, circuits
 from ..state import ViewSettings
-from .common import View, caption, chart_box, esc, fit_box, label_axis, patches_bokeh, small_figure, title, wrap_row
+from .common import (
+    View,
+    caption,
+    chart_box,
+    esc,
+    fit_box,
+    in_background,
+    label_axis,
+    patches_bokeh,
+    small_figure,
+    title,
+    wrap_row,
+)
 
 PALETTE = RdBu11[::-1]  # blue = towards the other run's answer, red = away from it; colour-blind safe pair
 HOVER = [("patch", "@what"), ("metric", "@metric{0.000}"), ("moved", "@moved_text")]
@@ -169,8 +181,7 @@ class PatchingView(View):
         self.running = True
         self._draw_grid()
         self.loops += 1
-        self.task = asyncio.ensure_future(self._fill(self.run, self.loops))
-        self.task.add_done_callback(self._report)
+        self.task = in_background(self._fill(self.run, self.loops), self._failed)
 
     async def _fill(self, run: circuits.PatchRun, loop: int) -> None:
         """Fill in `run`'s grid until it is complete, replaced or stopped (a Continue pressed while this loop still
@@ -186,12 +197,10 @@ class PatchingView(View):
                 self.running = not run.job.finished
                 self._draw_grid()
 
-    def _report(self, task: asyncio.Future) -> None:
-        """A failure inside a step reaches the summary (a task's exception is otherwise lost)."""
-        if not task.cancelled() and task.exception() is not None:
-            self.running = False
-            self.stop_button.visible = False
-            self.summary.object = f"<div class='pg-note'>The patching grid stopped: {esc(task.exception())}</div>"
+    def _failed(self, exc: BaseException) -> None:
+        self.running = False
+        self.stop_button.visible = False
+        self.summary.object = f"<div class='pg-note'>The patching grid stopped: {esc(exc)}</div>"
 
     def _stop_or_continue(self, _event: object) -> None:
         if self.running:

@@ -35,6 +35,7 @@ from .common import (
     caption,
     chart_box,
     esc,
+    in_background,
     patches_bokeh,
     save_tool,
     small_figure,
@@ -210,15 +211,12 @@ class TrainView(View):
     # ---- training ----
 
     def _schedule(self, coroutine: Any) -> None:
-        self.task = asyncio.ensure_future(coroutine)
-        self.task.add_done_callback(self._report)
+        self.task = in_background(coroutine, self._failed)
 
-    def _report(self, task: asyncio.Future) -> None:
-        """A failure inside a scheduled step reaches the status line (a task's exception is otherwise lost)."""
-        if not task.cancelled() and task.exception() is not None:
-            self.running = False
-            self._say(f"Training stopped: {task.exception()}")
-            self._buttons()
+    def _failed(self, exc: BaseException) -> None:
+        self.running = False
+        self._say(f"Training stopped: {exc}")
+        self._buttons()
 
     async def start(self) -> None:
         """A new run with the current settings (the old one is dropped), then train until done or paused."""
