@@ -11,22 +11,12 @@ A UI drives `Trainer(gather(...), settings).step(n)` in chunks, `FeatureIndex.ad
 `logit_effect`, `prompt_features` / `firing` and `steer` per feature.
 """
 
+from .activations import corpus_windows, default_hook, gather, metadata_for
 from .core import SAE, loss_and_grads
 from .features import Context, FeatureIndex, firing, logit_effect, prompt_features, steer, steering_hook
 from .files import load, save, to_files
 from .metrics import ce_metrics, cross_entropy, evaluate, reconstruction_metrics, splice_hook
-from .train import (
-    DEFAULT_WINDOWS,
-    PRESETS,
-    Settings,
-    Trainer,
-    corpus_windows,
-    default_hook,
-    gather,
-    metadata_for,
-    settings_with,
-    train,
-)
+from .train import DEFAULT_WINDOWS, PRESETS, Settings, Trainer, settings_with, train
 
 __all__ = [
     "DEFAULT_WINDOWS", "PRESETS", "SAE", "Context", "FeatureIndex", "Settings", "Trainer", "ce_metrics",

@@ -19,8 +19,9 @@ import numpy as np
 
 from ..loading import load
 from . import files
+from .activations import corpus_windows, default_hook, gather, metadata_for
 from .metrics import evaluate
-from .train import DEFAULT_WINDOWS, PRESETS, Trainer, corpus_windows, default_hook, gather, metadata_for, settings_with
+from .train import DEFAULT_WINDOWS, PRESETS, Trainer, settings_with
 
 
 def _parser() -> argparse.ArgumentParser:

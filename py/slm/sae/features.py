@@ -11,8 +11,8 @@ import numpy as np
 
 from ..generate import Step, generate
 from ..model import Model
+from .activations import gather
 from .core import SAE
-from .train import gather
 
 
 @dataclass(frozen=True)

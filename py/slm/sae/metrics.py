@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..model import Model
+from .activations import gather
 from .core import SAE
 
 DENSE = 0.1  # a feature firing on more than a tenth of the rows is "dense"
@@ -73,7 +74,6 @@ def ce_metrics(model: Model, sae: SAE, tokens: np.ndarray, batch: int = 64) -> d
 
 def evaluate(model: Model, sae: SAE, tokens: np.ndarray, activations: np.ndarray | None = None) -> dict[str, Any]:
     """Every metric above on held-out windows (N, T) (their activations gathered unless given)."""
-    from .train import gather
 
     x = gather(model, tokens, sae.hook_name, dtype=sae.dtype) if activations is None else activations
     return reconstruction_metrics(sae, x) | ce_metrics(model, sae, tokens)
