@@ -48,10 +48,44 @@ def test_cache_logits_equal_full_recomputation_at_every_step(kw):
         model.forward(np.array([1]), cache=cache)
 
 
-def test_cache_rejects_batches_padding_and_non_causal_models():
+def test_a_cache_holds_a_batch_of_one_length_and_is_continued_with_that_batch():
+    model = _model(positions="rope", n_kv_heads=2)
+    rows = np.array([[1, 2, 3], [4, 5, 6]])
+    cache = slm.KVCache(model.cfg.n_layers)
+    model.forward(rows, cache=cache)
+    step = model.forward(np.array([[7], [8]]), cache=cache)
+    for b, more in enumerate((7, 8)):  # each row as if run alone, without a cache
+        full = model.forward(np.array([*rows[b], more]))
+        np.testing.assert_allclose(step.logits[b, -1], full.logits[-1], rtol=1e-12, atol=1e-12)
+    for tokens in (np.array([9]), np.array([[9], [9], [9]])):  # another batch cannot continue it
+        with pytest.raises(ValueError, match="a batch of 2"):
+            model.forward(tokens, cache=cache)
+    single = slm.KVCache(model.cfg.n_layers)
+    model.forward(np.array([1, 2]), cache=single)
+    with pytest.raises(ValueError, match="one sequence"):
+        model.forward(np.array([[3]]), cache=single)
+
+
+@pytest.mark.parametrize("kw", [dict(positions="rope", n_kv_heads=2), dict(norm_placement="post"),
+                                dict(parallel_residual=True, positions="rope", bias=True)])
+def test_next_logits_are_the_last_rows_logits_of_forward_with_and_without_a_cache(kw):
+    model = _model(**kw)
+    rows = np.array([[1, 2, 3, 4], [5, 6, 7, 8]])
+    np.testing.assert_allclose(model.next_logits(rows[0]), model.forward(rows[0]).logits[-1], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(model.next_logits(rows), model.forward(rows).logits[:, -1], rtol=1e-12, atol=1e-12)
+    cache, alone = slm.KVCache(model.cfg.n_layers), slm.KVCache(model.cfg.n_layers)
+    model.next_logits(rows, cache)
+    model.next_logits(rows[1], alone)
+    assert cache.length == alone.length == 4
+    longer = np.concatenate([rows, [[9], [10]]], axis=1)
+    np.testing.assert_allclose(model.next_logits(longer[:, -1:], cache), model.forward(longer).logits[:, -1],
+                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(model.next_logits(longer[1, -1:], alone), model.forward(longer[1]).logits[-1],
+                               rtol=1e-12, atol=1e-12)
+
+
+def test_cache_rejects_padding_and_non_causal_models():
     model = _model()
-    with pytest.raises(ValueError):
-        model.forward(np.array([[1, 2], [3, 4]]), cache=slm.KVCache(2))
     with pytest.raises(ValueError, match="lengths"):
         model.forward(np.array([[1, 2]]), lengths=np.array([2]), cache=slm.KVCache(2))
     with pytest.raises(ValueError, match="causal"):
@@ -122,6 +156,38 @@ def test_stop_ids_end_generation_after_the_stop_token():
     steps = list(slm.generate(model, [3], 10, temperature=0, stop_ids=[first]))
     assert [s.token for s in steps] == [first]
     assert list(slm.generate(model, [3], 0)) == []
+
+
+@pytest.mark.parametrize("n_ctx", [12, 6])  # 6: the window slides after two new tokens
+def test_generate_batch_gives_each_prompt_what_generate_gives_it_alone(n_ctx):
+    model = _model(positions="rope", n_ctx=n_ctx)
+    prompts = [[1, 2, 3, 4], [5, 6, 7, 8], [1, 2, 3, 4]]
+    kwargs = dict(max_new_tokens=7, temperature=1.3, top_k=6, seed=4)
+    alone = [list(slm.generate(model, p, **kwargs)) for p in prompts]
+    rows = list(zip(*slm.generate_batch(model, prompts, **kwargs), strict=True))
+    for got, want in zip(rows, alone, strict=True):
+        assert [s.token for s in got] == [s.token for s in want]
+        for x, y in zip(got, want, strict=True):
+            np.testing.assert_allclose(x.probs, y.probs, rtol=1e-10, atol=1e-14)
+    with pytest.raises(ValueError, match="one length"):
+        list(slm.generate_batch(model, [[1, 2], [3]], 2))
+
+
+def test_generate_batch_goes_on_after_one_prompt_stops_and_its_hooks_see_the_batch():
+    model = _model()
+    first = next(slm.generate(model, [3], 1, temperature=0)).token
+    other = next(p for p in range(13) if first not in [s.token for s in slm.generate(model, [p], 5, temperature=0)])
+    seen = []
+
+    def hook(value, point):
+        seen.append(value.shape[0])
+
+    steps = list(slm.generate_batch(model, [[3], [other]], 5, temperature=0, stop_ids=[first],
+                                    fwd_hooks=[("blocks.0.hook_resid_post", hook)]))
+    assert steps[0][0].token == first and all(s[0] is None for s in steps[1:]) and len(steps) == 5
+    assert [s[1].token for s in steps] == [s.token for s in slm.generate(model, [other], 5, temperature=0,
+                                                                          stop_ids=[first])]
+    assert set(seen) == {2}
 
 
 def test_top_k_and_temperature_in_generate():

@@ -334,21 +334,29 @@ def test_bad_output_positions_are_value_errors(bad):
         _model().forward(np.arange(8), output_positions=bad)
 
 
-def test_generation_unembeds_only_the_last_row():
-    shapes = []
+def test_generation_unembeds_only_the_last_row(monkeypatch):
+    shapes, unembedded = [], []
 
     class Counting(slm.Model):
-        def forward(self, *args, **kwargs):
-            trace = super().forward(*args, **kwargs)
-            shapes.append((trace.tokens.shape[-1], trace.logits.shape[-2]))
-            return trace
+        def next_logits(self, tokens, *args, **kwargs):
+            shapes.append(np.shape(tokens)[-1])
+            return super().next_logits(tokens, *args, **kwargs)
 
     base = _model(positions="rope")
     model = Counting(base.cfg, base.params)
+    linear = slm.layers.linear
+
+    def counting_linear(x, w):
+        if w.shape[-1] == model.cfg.n_vocab:
+            unembedded.append(int(np.prod(x.shape[:-1])))
+        return linear(x, w)
+
+    monkeypatch.setattr(slm.layers, "linear", counting_linear)
     prompt = [1, 2, 3, 4]
     cached = [step.token for step in slm.generate(model, prompt, 6, temperature=0, use_cache=True)]
-    assert shapes[0] == (4, 1) and all(rows == 1 for _, rows in shapes)  # the prompt's 4 rows, 1 unembedded
-    assert shapes[1:] == [(1, 1)] * 5  # then the new token alone, and no pass after the last token
+    monkeypatch.undo()
+    assert shapes[0] == 4 and unembedded == [1] * 6  # the prompt's 4 rows, 1 unembedded, ...
+    assert shapes[1:] == [1] * 5  # then the new token alone, and no pass after the last token
     # and the tokens are those of full recomputation with every row's logits
     sequence = list(prompt)
     for _ in range(6):

@@ -2,7 +2,7 @@
 
 from . import attribution, bpe, hooks, interventions, layers, roles
 from .config import Config
-from .generate import Step, generate, sampling_distribution
+from .generate import Step, generate, generate_batch, sampling_distribution
 from .hooks import ActivationCache, HookPoint
 from .lesson import LESSON_VOCAB, CausalLanguageModel
 from .loading import load, load_pretrained, tokenizer_for
@@ -12,7 +12,7 @@ from .tokenizer import Encoding, WordTokenizer
 
 __all__ = [
     "LESSON_VOCAB", "ActivationCache", "CausalLanguageModel", "Config", "Encoding", "HookPoint", "KVCache",
-    "LayerTrace", "Model", "Step", "Trace", "WordTokenizer", "attribution", "bpe", "count_params", "generate", "hooks",
-    "init_params", "interventions", "layers", "load", "load_pretrained", "param_shapes", "roles",
-    "sampling_distribution", "tokenizer_for",
+    "LayerTrace", "Model", "Step", "Trace", "WordTokenizer", "attribution", "bpe", "count_params", "generate",
+    "generate_batch", "hooks", "init_params", "interventions", "layers", "load", "load_pretrained", "param_shapes",
+    "roles", "sampling_distribution", "tokenizer_for",
 ]

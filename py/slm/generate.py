@@ -76,31 +76,79 @@ def generate(
     at each step (a full forward of n_ctx tokens) instead of failing. use_cache=False recomputes every step (for
     comparison); so does a non-causal model, whose earlier rows change with every new token.
 
-    `fwd_hooks` (as Model.run_with_hooks takes them) act on every row run, the cached prompt's included: e.g. a
-    steering hook adding a direction at one hook point (slm.sae.steering_hook)."""
-    _check_settings(max_new_tokens, temperature, top_k, top_p)
-    sequence = [int(i) for i in ids]
-    if not sequence:
-        raise ValueError("generate needs at least one token id to continue (e.g. the <start> token)")
-    n_ctx = model.cfg.n_ctx
-    rng = np.random.default_rng(seed)
-    stop = {int(i) for i in stop_ids}
+    `fwd_hooks` (as Model.run_with_hooks takes them) act on every row run, the cached prompt's included (in the
+    last block, on the last row only: Model.next_logits): e.g. a steering hook adding a direction at one hook point
+    (slm.sae.steering_hook)."""
+    for steps in _generate(model, [ids], max_new_tokens, temperature, top_k, top_p, seed, stop_ids, use_cache,
+                           fwd_hooks, batched=False):
+        yield steps[0]  # type: ignore[misc]  # one row: None only after it stopped, and then nothing is yielded
 
-    # Only the last row's logits are read: the unembedding of every prompt row (d x V each) is skipped.
+
+def generate_batch(
+    model: Model,
+    prompts: Sequence[Sequence[int]],
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int | None = None,
+    stop_ids: Sequence[int] = (),
+    use_cache: bool = True,
+    fwd_hooks: Sequence = (),
+) -> Iterator[list[Step | None]]:
+    """generate() for several prompts of one length at once: one forward pass per token for all of them, which
+    costs about what one prompt's does on a small model (the pass is mostly per-call overhead). Yields a list per
+    step, a Step for each prompt, None for one that has stopped. Each prompt samples with its own generator seeded
+    `seed`, so its tokens are the ones generate() gives it alone. `fwd_hooks` see the batch axis first: a hook may
+    change one row only (e.g. a steered and an unsteered continuation side by side)."""
+    yield from _generate(model, prompts, max_new_tokens, temperature, top_k, top_p, seed, stop_ids, use_cache,
+                         fwd_hooks, batched=True)
+
+
+def _generate(model: Model, prompts: Sequence[Sequence[int]], max_new_tokens: int, temperature: float,
+              top_k: int | None, top_p: float | None, seed: int | None, stop_ids: Sequence[int], use_cache: bool,
+              fwd_hooks: Sequence, batched: bool) -> Iterator[list[Step | None]]:
+    _check_settings(max_new_tokens, temperature, top_k, top_p)
+    sequences = [[int(i) for i in ids] for ids in prompts]
+    if not sequences or not all(sequences):
+        raise ValueError("generate needs at least one token id to continue (e.g. the <start> token)")
+    if len({len(s) for s in sequences}) > 1:
+        raise ValueError("generate_batch needs prompts of one length (the key/value cache holds no padding)")
+    n_ctx = model.cfg.n_ctx
+    rngs = [np.random.default_rng(seed) for _ in sequences]
+    stop = {int(i) for i in stop_ids}
+    going = [True] * len(sequences)
+
+    def last_logits(window: int, cache: KVCache | None) -> np.ndarray:
+        """(rows, V): the next-token logits of every row, from its last `window` tokens."""
+        tokens = [s[-window:] for s in sequences] if batched else sequences[0][-window:]
+        logits = model.next_logits(tokens, cache, fwd_hooks)
+        return logits if batched else logits[None]
+
+    # Only the last row's logits are read: the last block and the unembedding run that row only (next_logits).
     use_cache = use_cache and model.cfg.causal
     cache = KVCache(model.cfg.n_layers) if use_cache else None
-    logits = model.forward(sequence[-n_ctx:], cache=cache, output_positions=-1, fwd_hooks=fwd_hooks).logits[-1]
+    logits = last_logits(n_ctx, cache)
     for step in range(max_new_tokens):
-        probs = softmax(logits.astype(np.float64))
-        dist = sampling_distribution(logits, temperature, top_k, top_p)
-        # Inverse-CDF sampling with one uniform draw per step: the same seed gives the same tokens everywhere.
-        token = int(min(np.searchsorted(np.cumsum(dist), rng.random() * dist.sum(), side="right"), dist.size - 1))
-        yield Step(token, float(probs[token]), probs, dist)
-        if token in stop or step == max_new_tokens - 1:
+        steps: list[Step | None] = []
+        for row, sequence in enumerate(sequences):
+            if not going[row]:
+                steps.append(None)
+                sequence.append(sequence[-1])  # any token keeps the rows one length: its logits are not read
+                continue
+            probs = softmax(logits[row].astype(np.float64))
+            dist = sampling_distribution(logits[row], temperature, top_k, top_p)
+            # Inverse-CDF sampling with one uniform draw per step: the same seed gives the same tokens everywhere.
+            u = rngs[row].random()
+            token = int(min(np.searchsorted(np.cumsum(dist), u * dist.sum(), side="right"), dist.size - 1))
+            steps.append(Step(token, float(probs[token]), probs, dist))
+            sequence.append(token)
+            going[row] = token not in stop
+        yield steps
+        if not any(going) or step == max_new_tokens - 1:
             return  # no forward pass for a token that will not be asked for
-        sequence.append(token)
         if cache is not None and cache.length < n_ctx:
-            logits = model.forward([token], cache=cache, output_positions=-1, fwd_hooks=fwd_hooks).logits[-1]
+            logits = last_logits(1, cache)
         else:
             cache = KVCache(model.cfg.n_layers) if use_cache else None
-            logits = model.forward(sequence[-n_ctx:], cache=cache, output_positions=-1, fwd_hooks=fwd_hooks).logits[-1]
+            logits = last_logits(n_ctx, cache)

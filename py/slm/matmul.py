@@ -85,12 +85,13 @@ def heads_out(z: np.ndarray, w_o: np.ndarray) -> np.ndarray | None:
             and rows * k * w_o.shape[0] >= KERNEL_MIN_MACS):
         return None
     z = np.ascontiguousarray(z)
-    out = np.empty((*z.shape[:-1], w_o.shape[0]), np.float32)
-    zs, outs = z.reshape(-1, n_heads, z.shape[-2], k), out.reshape(-1, n_heads, z.shape[-2], w_o.shape[0])
-    for b in range(zs.shape[0]):
-        for h in range(n_heads):
-            _gemm_nt(_address(zs[b, h]), _address(w_o) + 4 * h * k, _address(outs[b, h]), zs.shape[2], k,
-                     w_o.shape[0], w_o.shape[1])
+    t, d = z.shape[-2], w_o.shape[0]
+    out = np.empty((*z.shape[:-1], d), np.float32)
+    # Both contiguous: block i = (batch row, head) of z and of out starts i blocks in. One address each, then
+    # offsets: asking NumPy for an array's address costs more than a small product.
+    z_at, w_at, out_at = _address(z), _address(w_o), _address(out)
+    for i in range(z.size // (t * k)):
+        _gemm_nt(z_at + 4 * i * t * k, w_at + 4 * (i % n_heads) * k, out_at + 4 * i * t * d, t, k, d, w_o.shape[1])
     return out
 
 

@@ -108,12 +108,13 @@ class _Span(NamedTuple):
 class KVCache:
     """Keys and values of the positions already run, per layer, so generation runs only the new token.
 
-    One sequence at a time (batch axis of 1)."""
+    One sequence, or a batch of sequences of one length (no padding), continued with the same batch."""
 
     def __init__(self, n_layers: int) -> None:
         self.keys: list[np.ndarray | None] = [None] * n_layers
         self.values: list[np.ndarray | None] = [None] * n_layers
         self.length = 0
+        self.batch: int | None = None  # the batch it holds; None: one sequence without a batch axis
 
     def extend(self, layer: int, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if self.keys[layer] is not None:
@@ -166,8 +167,8 @@ class Model:
     ) -> Trace:
         """Run token ids (T,) or (B, T) and record every value in a Trace. With `lengths` (B,), positions at or
         past a row's length are padding: never attended, and every valid row equals the unbatched run of that
-        sequence. With a `cache`, the tokens continue the cached sequence (one sequence, no padding) and the cache
-        is extended.
+        sequence. With a `cache`, the tokens continue the cached sequence (one sequence, or a batch of one length:
+        no padding) and the cache is extended.
 
         `fwd_hooks` are (name or predicate, fn(value, hook)) pairs as in run_with_hooks; their values have no batch
         axis when the tokens have none.
@@ -190,8 +191,25 @@ class Model:
 
         if cache is not None:
             cache.length += ids.shape[-1]
+            cache.batch = ids.shape[0] if batched else None
         return Trace(tokens=ids, tok=tok, pos=pos, x=x, layers=block_traces, final=final, logits=logits,
                      probs=layers.softmax(logits), positions=span.positions, lengths=lengths, output_positions=rows)
+
+    def next_logits(self, tokens: Any, cache: KVCache | None = None, fwd_hooks: FwdHooks = ()) -> np.ndarray:
+        """The next-token logits after the last of token ids (T,) or (B, T): (V,) or (B, V), what generation reads.
+        With a `cache` the tokens continue it and extend it, as in forward(), whose Trace this does not keep: the
+        last block computes its keys and values at every row and the rest at the last row only (as run_with_hooks
+        does with output_positions), and the hooks there see that one row."""
+        ids, batched = self._check_tokens(tokens, cache)
+        hooks, span = self._hooks(fwd_hooks), self._span(ids.shape[-1], None, cache)
+        last = np.array([ids.shape[-1] - 1])
+        tok, pos = self._embed(ids, span.positions, hooks)
+        _, _, y = self._blocks(tok + pos, span, hooks, rows=last)
+        final = self.norm("norm_f", y, hooks, last) if self.cfg.norm_placement == "pre" else y
+        if cache is not None:
+            cache.length += ids.shape[-1]
+            cache.batch = ids.shape[0] if batched else None
+        return layers.linear(final[..., -1, :], self.unembedding())
 
     def run_with_hooks(
         self, input: Any, fwd_hooks: FwdHooks = (), lengths: Any = None, start_at_layer: int | None = None,
@@ -456,8 +474,9 @@ class Model:
         total = ids.shape[-1] + (0 if cache is None else cache.length)
         if total > self.cfg.n_ctx:
             raise ValueError(f"tokens: {total} positions exceed the context length n_ctx={self.cfg.n_ctx}")
-        if cache is not None and batched and ids.shape[0] != 1:
-            raise ValueError("a KVCache holds one sequence: pass tokens of shape (T,)")
+        if cache is not None and cache.length and cache.batch != (ids.shape[0] if batched else None):
+            held = "one sequence, shape (T,)" if cache.batch is None else f"a batch of {cache.batch}, shape (B, T)"
+            raise ValueError(f"this KVCache holds {held}: continue it with tokens of that shape")
         return ids, batched
 
     def _check_resid(self, resid: Any) -> np.ndarray:
