@@ -29,9 +29,9 @@ class NoRoom(MemoryError):
 
 
 def set_limit(megabytes: float | None) -> None:
-    """The most the heap may grow to (None: the wasm cap); what `?memory=` sets."""
+    """The most the heap may grow to (None: the wasm cap); what `?memory=` sets, in MB as the messages print them."""
     global _limit
-    _limit = None if not megabytes or megabytes <= 0 else int(megabytes * 2**20)
+    _limit = None if not megabytes or megabytes <= 0 else int(megabytes * 1e6)
 
 
 def limit() -> int:

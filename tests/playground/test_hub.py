@@ -150,7 +150,7 @@ def test_the_memory_limit_counts_the_models_already_loaded(checkpoint):
     held = memory.in_use([model])
     assert held == sum(v.nbytes for v in model.params.values())
     try:
-        memory.set_limit((held + memory.MARGIN + 1000) / 2**20)
+        memory.set_limit((held + memory.MARGIN + 1000) / 1e6)
         memory.make_room(memory.MARGIN, "a model")  # nothing held: fits
         with pytest.raises(memory.NoRoom, match=r"needs \d+ MB of memory to load.*at most \d+ MB"):
             memory.make_room(memory.MARGIN + 2000, "a model", [model])

@@ -69,9 +69,11 @@ export function hubFiles(plainFetch) {
         const blob = new Blob(chunks);
         chunks.length = 0;
         // Kept before the model is shown, so that a reload right after it finds the file. Refused (the quota, a
-        // private window): the next visit downloads it again.
+        // private window): the next visit downloads it again. A browser may also drop what it said it stored (its
+        // quota applied after put): looked up once, so the page never claims a copy it does not have.
         const kept = cache ? cache.put(url, new Response(blob, { headers: { "Content-Length": String(size) } }))
-          .then(() => null, (e) => {
+          .then(async () => ((await answered(cache.match(url), url)) ? null : "the browser dropped it once stored"))
+          .then((why) => why, (e) => {
             console.info(`[site] ${url} not kept for the next visit:`, e?.message || e);
             return String(e?.message || e); // Python says so with the model
           }) : Promise.resolve("no Cache Storage here");
