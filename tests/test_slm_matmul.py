@@ -96,13 +96,16 @@ def test_a_large_weight_stored_out_in_is_read_in_place(kernel: Kernel, kernel_nt
 
 
 def test_each_heads_write_reads_its_columns_of_w_o_in_place(kernel_nt: KernelNT) -> None:
-    """hook_result's values, z (B, H, T, k) times each head's k columns of w_o (d, H k): one call per head, at the
-    head's first column, rows H k floats apart."""
+    """hook_result's values, z (B, H, T, k) times each head's k columns of w_o (d, H k): one call per head for the
+    B T rows of every batch row, at the head's first column, rows H k floats apart."""
     z, w_o = rand(2, 4, 3, 16), rand(96, 64)
     got = matmul.heads_out(z, w_o)
     want = z.astype(np.float64) @ w_o.reshape(96, 4, 16).transpose(1, 2, 0)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
-    assert kernel_nt.calls == [(3, 16, 96, 64)] * 8
+    assert got.shape == (2, 4, 3, 96) and kernel_nt.calls == [(6, 16, 96, 64)] * 4
+    one = matmul.heads_out(z[1], w_o)  # one sequence, no batch axis
+    np.testing.assert_allclose(one, want[1], rtol=1e-5, atol=1e-5)
+    assert one.shape == (4, 3, 96)
     assert matmul.heads_out(z.astype(np.float64), w_o.astype(np.float64)) is None
 
 

@@ -78,21 +78,23 @@ def _kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def heads_out(z: np.ndarray, w_o: np.ndarray) -> np.ndarray | None:
     """Each head's write into the residual, (..., H, T, d), for z (..., H, T, k) and w_o (d, H k) stored (out, in):
-    head h's z times its own k columns of w_o, read in place. None when the kernel would not take it."""
-    n_heads, k = z.shape[-3], z.shape[-1]
+    head h's z times its own k columns of w_o, read in place, one product per head for every batch row at once.
+    None when the kernel would not take it."""
+    n_heads, t, k = z.shape[-3:]
     rows = z.size // k
     if not (_gemm_nt is not None and z.dtype == w_o.dtype == np.float32 and w_o.flags.c_contiguous
             and rows * k * w_o.shape[0] >= KERNEL_MIN_MACS):
         return None
-    z = np.ascontiguousarray(z)
-    t, d = z.shape[-2], w_o.shape[0]
-    out = np.empty((*z.shape[:-1], d), np.float32)
-    # Both contiguous: block i = (batch row, head) of z and of out starts i blocks in. One address each, then
-    # offsets: asking NumPy for an array's address costs more than a small product.
-    z_at, w_at, out_at = _address(z), _address(w_o), _address(out)
-    for i in range(z.size // (t * k)):
-        _gemm_nt(z_at + 4 * i * t * k, w_at + 4 * (i % n_heads) * k, out_at + 4 * i * t * d, t, k, d, w_o.shape[1])
-    return out
+    d = w_o.shape[0]
+    by_head = np.ascontiguousarray(np.moveaxis(z.reshape(-1, n_heads, t, k), 1, 0))  # (H, B, T, k)
+    out = np.empty((n_heads, rows // n_heads, d), np.float32)  # (H, B T, d)
+    # One address each, then offsets: asking NumPy for an array's address costs more than a small product, and
+    # each call of the kernel as much again (a batch of 32 windows would make 256 calls, one per head and window).
+    z_at, w_at, out_at = _address(by_head), _address(w_o), _address(out)
+    for h in range(n_heads):
+        _gemm_nt(z_at + 4 * h * by_head[0].size, w_at + 4 * h * k, out_at + 4 * h * out[0].size, rows // n_heads, k,
+                 d, w_o.shape[1])
+    return np.moveaxis(out.reshape(n_heads, -1, t, d), 0, 1).reshape(*z.shape[:-1], d)
 
 
 def _kernel_nt(a: np.ndarray, w: np.ndarray) -> np.ndarray:

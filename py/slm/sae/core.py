@@ -142,10 +142,15 @@ class SAE:
 
 def _top_k(pre: np.ndarray, k: int) -> np.ndarray:
     """ReLU of the k largest entries of each row, 0 elsewhere."""
-    top = np.argpartition(pre, -k, axis=-1)[..., -k:]
-    out = np.zeros_like(pre)
-    np.put_along_axis(out, top, np.maximum(np.take_along_axis(pre, top, axis=-1), 0), axis=-1)
-    return out
+    rows = pre.reshape(-1, pre.shape[-1])
+    n, d = rows.shape
+    top = np.argpartition(rows, -k, axis=-1)[:, -k:]
+    # Flat indices into the (n, d) rows: one gather and one scatter, where take/put_along_axis build index grids
+    # (twice the time of the whole top-k in the page).
+    at = (top + (np.arange(n) * d)[:, None]).ravel()
+    out = np.zeros(n * d, dtype=pre.dtype)
+    out[at] = np.maximum(rows.ravel()[at], 0)
+    return out.reshape(pre.shape)
 
 
 def loss_and_grads(sae: SAE, x: np.ndarray, l1: float = 0.0, dead: np.ndarray | None = None, aux: float = 0.0
@@ -191,8 +196,8 @@ def loss_and_grads(sae: SAE, x: np.ndarray, l1: float = 0.0, dead: np.ndarray | 
         grads["W_dec"][idx] += _mul_tn(f_aux, g_aux)
         grads["W_enc"][:, idx] += _mul_tn(centred, g_pre_aux)
         grads["b_enc"][idx] += g_pre_aux.sum(axis=0)
-        g_pre = g_pre.copy()
-        g_pre[:, idx] += g_pre_aux  # for b_dec below
     if sae.apply_b_dec_to_input:
-        grads["b_dec"] -= _mul(g_pre, sae.W_enc.T).sum(axis=0)
+        # b_dec also enters every row's pre-activation as −b_dec @ W_enc: summed over the rows, its gradient there
+        # is −(Σ_rows g_pre) @ W_enc.T, and Σ_rows g_pre (auxiliary part included) is b_enc's gradient.
+        grads["b_dec"] -= grads["b_enc"] @ sae.W_enc.T
     return mse + l1_term + aux_term, {"mse": mse, "l1": l1_term, "aux": aux_term}, grads, f

@@ -125,12 +125,12 @@ class Trainer:
             self.optimizer.step(grads, lr)
             sae.normalize_decoder()
             self.rows_seen += x.shape[0]
-            fired = (f > 0).any(axis=0)
-            self.last_fired[fired] = self.rows_seen
+            on = f > 0
+            self.last_fired[on.any(axis=0)] = self.rows_seen
             self.t += 1
             var = float(((x - x.mean(axis=0)) ** 2).sum()) / x.shape[0]
             record = {"step": self.t, "loss": loss, "mse": parts["mse"], "l1": parts["l1"], "aux": parts["aux"],
-                      "fve": 1.0 - parts["mse"] / var, "l0": float((f > 0).sum()) / x.shape[0], "lr": lr,
+                      "fve": 1.0 - parts["mse"] / var, "l0": np.count_nonzero(on) / x.shape[0], "lr": lr,
                       "dead_fraction": float(self.dead_mask().mean())}
             self.history.append(record)
             if (s.resample_every and self.t % s.resample_every == 0 and self.t < 0.8 * s.steps):
