@@ -271,11 +271,23 @@ def test_steering_adds_alpha_times_the_decoder_row_at_the_hook(shipped, small_sa
                                                                start_at_layer=1), rtol=1e-9, atol=1e-9)
     # generation: the first steered step's distribution is the steered model's at the prompt's last position
     ids = list(tokens[0, :10])
-    steered_gen, plain_gen = S.steer(shipped, small_sae, feature, alpha, ids, max_new_tokens=3, seed=1)
-    first = next(steered_gen)
+    pairs = list(S.steer(shipped, small_sae, feature, alpha, ids, max_new_tokens=3, seed=1))
+    first = pairs[0][0]
     manual = shipped.run_with_hooks(np.array(ids), fwd_hooks=[hook])[0, -1]
     np.testing.assert_allclose(first.probs, slm.layers.softmax(manual), rtol=1e-9, atol=1e-12)
-    assert not np.allclose(next(plain_gen).probs, first.probs)
+    assert not np.allclose(pairs[0][1].probs, first.probs)
+    # both texts in one batch: each is what generate gives it alone, the steered one with the hook
+    for got, hooks in zip(zip(*pairs, strict=True), ([hook], []), strict=True):
+        alone = list(slm.generate(shipped, ids, 3, seed=1, fwd_hooks=hooks))
+        assert [s.token for s in got] == [s.token for s in alone]
+        np.testing.assert_allclose(np.array([s.probs for s in got]), np.array([s.probs for s in alone]),
+                                   rtol=1e-5, atol=1e-7)
+    # the hook on one row of a batch changes that row only
+    row_hook = S.steering_hook(small_sae, feature, alpha, row=1)
+    _, batch = shipped.run_with_cache(np.stack([tokens[0], tokens[0]]), names=name, fwd_hooks=[row_hook])
+    np.testing.assert_allclose(batch[name][0], clean[name][0], rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(batch[name][1] - clean[name][0], np.broadcast_to(
+        alpha * small_sae.W_dec[feature], clean[name][0].shape), atol=1e-5)
 
 
 def test_feature_index_matches_brute_force(shipped, small_sae):

@@ -42,12 +42,6 @@ def hook_choices(model: slm.Model) -> list[str]:
     return [f"blocks.{i}.hook_resid_post" for i in range(model.cfg.n_layers)]
 
 
-def speaks_grammar(model: slm.Model) -> bool:
-    from slm.train import corpus
-
-    return model.meta.get("vocab") == list(corpus.VOCAB)
-
-
 @dataclass
 class Progress:
     phase: str  # "corpus", "gather", "train", "index", "done"
@@ -98,7 +92,7 @@ class SaeRun:
 
     @property
     def grammar(self) -> bool:
-        return self.text is None and speaks_grammar(self.model)
+        return self.text is None and S.speaks_grammar(self.model)
 
     def corpus(self, n: int, seed: int, split: str = "train") -> Iterator[np.ndarray]:
         """Token windows in chunks: the grammar's documents or the text at once, the model's samples a few at a

@@ -11,12 +11,14 @@ import numpy as np
 import pytest
 from test_state import run
 
+import slm
 import slm.sae as S
 from playground import sae_lab, storage
 from playground.library import Shelf
-from playground.models import END
+from playground.models import END, REGISTRY
 from playground.state import PlaygroundState
 from playground.views import features
+from slm.train.lab import Lab
 
 STEPS = 30
 
@@ -93,8 +95,6 @@ def test_the_selected_token_lists_the_features_that_fire_there(view):
 
 
 def test_steering_adds_the_direction_and_the_unsteered_text_is_plain_generation(view):
-    import slm
-
     trained(view)
     state = view.state
     state.temperature = 0.0
@@ -179,8 +179,6 @@ def test_an_uploaded_sae_opens_and_one_for_another_model_is_refused(view):
 
 
 def test_a_model_without_the_grammar_trains_on_its_own_samples():
-    import slm
-
     cfg = slm.Config(n_layers=2, n_heads=2, n_model=16, n_ctx=16, n_vocab=40)
     model = slm.Model.init(cfg, seed=0)
     run_ = sae_lab.SaeRun(model, "quick", steps=5)
@@ -222,3 +220,73 @@ def test_an_sae_of_the_lesson_model_is_not_kept_under_its_name():
     run(v.train())
     assert v.sae is not None and storage._STORE.items == {}
     assert "lasts until the page closes" in v.kept.object
+
+
+def test_a_lab_models_sae_trains_on_the_grammar_is_read_and_steered_and_comes_back_with_the_model():
+    """The Train view's path: a short lab run on the grammar, the model kept in the page's storage ("Explore this
+    model"); its SAE trains on the grammar's documents, its features are read and steered, and after a reload the
+    model and its SAE both come back from the storage."""
+    storage._STORE = storage.MemoryStore()
+    lab = Lab("grammar", {"steps": 20})
+    lab.step(20)
+    state = PlaygroundState(model_name="shipped", prompt="the cats near the dog")
+    name = state.add_model(lab.model(), "trained")
+    try:
+        run(Shelf(state).keep(name, state.model, "kept"))
+        v = features.FeaturesView(features.FeaturesSettings(state, steps=STEPS))
+        v.catch_up()
+        assert "Start will take about" in v.status.object and len(v.hook.options) == lab.settings.layers
+        run(v.train())
+        assert v.run.grammar and v.run.trainer.t == STEPS, "the grammar's documents, not the model's samples"
+        assert v.sae.d_in == lab.settings.d_model and v.results.visible and "<mark>" in v.page.object
+        assert f"Feature #{v.settings.feature}</h4>" in v.page.object and v.feature_list.options
+        state.temperature, v.settings.alpha = 0.0, 0.0
+        run(v.steer())
+        end = state.tokenizer.index.get(END)
+        plain = [s.token for s in slm.generate(state.model, state.tokens.ids, state.max_new_tokens, temperature=0.0,
+                                               seed=state.seed, stop_ids=() if end is None else (end,))]
+        assert v.steered.object.split("pg-steered'>")[1].split("</span>")[0] == state.tokenizer.decode(plain)
+        assert sae_lab.store_key(name) in storage._STORE.items and "a reload keeps it" in v.kept.object
+        # a reload: the model comes back from the storage, then its SAE with it
+        del REGISTRY[name]
+        again = PlaygroundState(model_name="shipped", prompt="the cat")
+        run(Shelf(again).restore(wanted=name))
+        assert again.model_name == name and again.model is not state.model
+        w = features.FeaturesView(features.FeaturesSettings(again))
+
+        async def settle() -> None:
+            w.catch_up()
+            for _ in range(500):
+                if w.sae is not None:
+                    return
+                await asyncio.sleep(0.01)
+
+        run(settle())
+        assert w.sae is not None and np.array_equal(w.sae.W_dec, v.sae.W_dec) and "kept in this" in w.kept.object
+    finally:
+        REGISTRY.pop(name, None)
+
+
+def test_the_sae_a_single_file_was_saved_with_opens_with_its_model():
+    """The single file's store keeps nothing (available() is false) and answers with the entries it was saved with:
+    an SAE among them opens with its model, and the view says where it came from."""
+
+    class FileStore(storage.MemoryStore):
+        async def available(self) -> bool:
+            return False
+
+    sae = S.SAE.init(64, 32, "topk", k=4, hook_name="blocks.0.hook_resid_post", seed=1)
+    storage._STORE = FileStore()
+    storage._STORE.items[sae_lab.store_key("shipped")] = (sae_lab.sae_bytes(sae), sae_lab.store_key("shipped"))
+    v = features.FeaturesView(features.FeaturesSettings(PlaygroundState(model_name="shipped", prompt="the cat")))
+
+    async def settle() -> None:
+        v.catch_up()
+        for _ in range(500):
+            if v.sae is not None:
+                return
+            await asyncio.sleep(0.01)
+
+    run(settle())
+    assert v.sae is not None and np.array_equal(v.sae.W_enc, sae.W_enc) and v.results.visible
+    assert "SAE, saved in this file." in v.kept.object

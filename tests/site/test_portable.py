@@ -226,6 +226,53 @@ def test_save_for_offline_use_downloads_the_built_file(browser: object, vendored
         assert visit.page.evaluate("document.body.dataset.ready") == "1", visit.console
 
 
+# The Features view's status line and notes, joined (they sit in the app's shadow roots).
+SUMMARIES_JS = """() => {
+  const out = [];
+  const walk = (root) => {
+    for (const el of root.querySelectorAll(".pg-summary")) out.push(el.textContent.trim());
+    for (const el of root.querySelectorAll("*")) if (el.shadowRoot) walk(el.shadowRoot);
+  };
+  walk(document);
+  return out.join(" | ");
+}"""
+
+
+def test_a_file_saved_from_a_page_holding_an_sae_opens_with_it(browser: object, vendored_site: Path,
+                                                               tmp_path: Path) -> None:
+    """An SAE opened in the Features view is kept with its model (`sae: shipped`); "Save for offline use" puts it
+    in the file, which opens on the Features view with that SAE indexed and its features listed."""
+    import slm.sae as S
+    from playground import sae_lab
+
+    sae = S.SAE.init(64, 48, "topk", k=4, hook_name="blocks.0.hook_resid_post", seed=3)  # the shipped model's d
+    (tmp_path / "sae.zip").write_bytes(sae_lab.sae_bytes(sae))
+    opened = "48 features at blocks.0.hook_resid_post, indexed on"
+    with serve(vendored_site) as url, Visit(browser, url) as visit:
+        visit.open("index.html?view=features&model=shipped")
+        assert visit.page.evaluate("document.body.dataset.ready") == "1", visit.console
+        visit.page.locator("input[type=file][accept='.zip,.json,.safetensors']").set_input_files(
+            str(tmp_path / "sae.zip"))
+        visit.wait_js(f"({SUMMARIES_JS})().includes('a reload keeps it') && ({SUMMARIES_JS})().includes('{opened}')",
+                      timeout_s=120)
+        with visit.page.expect_download(timeout=120_000) as download:
+            visit.page.get_by_role("button", name="Save for offline use").click()
+        saved = tmp_path / "saved" / download.value.suggested_filename
+        download.value.save_as(saved)
+    index = json.loads(re.search(r'<script type="application/json">(.*?)</script>', saved.read_text(), re.S).group(1))
+    assert [m["key"] for m in index["models"]] == ["sae: shipped"], index["models"]
+    with Visit(browser, saved.as_uri(), allowed=LOCAL) as visit:
+        visit.context.set_offline(True)
+        visit.open("?view=features&model=shipped")
+        assert visit.page.evaluate("document.body.dataset.ready") == "1", visit.console
+        said = visit.wait_js(f"(() => {{ const s = ({SUMMARIES_JS})(); return s.includes('{opened}') && "
+                             "s.includes('Where it fires most') && s; })()", timeout_s=120)
+        visit.screenshot("portable-07-features-sae")
+        assert "This model's SAE, saved in this file." in said, said
+        assert visit.external == []
+        assert not [c for c in visit.console if "pageerror" in c], visit.console
+
+
 @pytest.mark.parametrize("sandbox", ["allow-scripts", None], ids=["sandboxed", "cross-origin"])
 def test_embed_in_an_iframe_runs(browser: object, vendored_site: Path, tmp_path: Path, sandbox: str | None) -> None:
     with serve(vendored_site) as site_url, serve(tmp_path) as course_url, Visit(browser, course_url) as visit:

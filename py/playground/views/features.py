@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import itertools
 import time
 from typing import Any
 
@@ -24,7 +23,7 @@ import slm.sae as S
 
 from .. import sae_lab, storage
 from ..models import END
-from ..state import STEP_DELAY, PlaygroundState, ViewSettings
+from ..state import PlaygroundState, ViewSettings
 from .common import (
     NEUTRAL,
     POSITIVE,
@@ -44,7 +43,7 @@ from .common import (
 
 CHUNK = 0.04  # seconds of work between UI turns: a click or Stop waits at most about this
 REDRAW = 0.3  # seconds between chart updates while training
-STEER_DRAW = 0.06  # seconds between updates of the steered and unsteered texts
+STEER_DRAW = 0.1  # seconds between updates of the steered and unsteered texts
 LIST_SIZE = 200  # features in the list box (the rest: type the number)
 # The list boxes: as wide as their lines where there is room, narrower on a phone (a fixed 320 px would widen its page).
 LIST_WIDTH = {"sizing_mode": "stretch_width", "min_width": 200, "max_width": 340, "styles": {"flex": "1 1 300px"}}
@@ -227,8 +226,11 @@ class FeaturesView(View):
 
     async def _restore(self, name: str) -> None:
         """The SAE this browser keeps for the model `name` (or the single file was saved with), if any."""
+        shop = storage.store()
         try:
-            data = await storage.store().get(sae_lab.store_key(name))
+            data = await shop.get(sae_lab.store_key(name))
+            # A store that cannot keep anything answers with what the single file was saved with.
+            where = "kept in this browser" if data is None or await shop.available() else "saved in this file"
         except Exception:  # noqa: BLE001 - no storage, or a broken one: nothing kept, say nothing
             return
         if data is None or name != self.state.model_name or self.run is not None:
@@ -238,7 +240,7 @@ class FeaturesView(View):
         except Exception as exc:  # noqa: BLE001
             self._say(f"The SAE kept for this model could not be read ({exc}).")
             return
-        self._open(sae, "This model's SAE, kept in this browser.")
+        self._open(sae, f"This model's SAE, {where}.")
 
     def _open(self, sae: S.SAE, note: str) -> None:
         try:
@@ -337,7 +339,7 @@ class FeaturesView(View):
                     break
                 if time.monotonic() - self._last_draw > REDRAW:
                     self._progress(run, progress)
-                await asyncio.sleep(0.005)  # the page's other events run here
+                await asyncio.sleep(0)  # the page's other events run here (a turn of the loop: no timer to wait for)
         finally:
             if run is self.run:
                 self.working = False
@@ -503,15 +505,13 @@ class FeaturesView(View):
         self._buttons()
         f, alpha = self.settings.feature, float(self.settings.alpha)
         end = state.tokenizer.index.get(END)
-        steered, plain = S.steer(state.model, sae, f, alpha, state.tokens.ids, state.max_new_tokens, state.seed,
-                                 temperature=state.temperature, top_k=state.top_k or None,
-                                 top_p=state.top_p if state.top_p < 1 else None,
-                                 stop_ids=() if end is None else (end,))
+        # One token of each per pass (both texts in one batch): the two texts grow side by side.
+        pairs = S.steer(state.model, sae, f, alpha, state.tokens.ids, state.max_new_tokens, state.seed,
+                        temperature=state.temperature, top_k=state.top_k or None,
+                        top_p=state.top_p if state.top_p < 1 else None, stop_ids=() if end is None else (end,))
         texts: dict[str, list[int]] = {"steered": [], "plain": []}
         model, spent, drawn = state.model, 0.0, 0.0
         try:
-            # One token of each in turn: the two texts grow side by side.
-            pairs = itertools.zip_longest(steered, plain)
             while True:
                 start = time.perf_counter()
                 pair = next(pairs, None)
@@ -521,14 +521,13 @@ class FeaturesView(View):
                 for name, step in zip(("steered", "plain"), pair, strict=True):
                     if step is not None:
                         texts[name].append(int(step.token))
-                # Both panes are patched at most every STEER_DRAW seconds (each patch resends their whole text);
-                # between patches a token only yields to the event loop, where Stop is heard.
+                # Both panes are patched at most every STEER_DRAW seconds (each patch resends their whole text, and
+                # is sent as it is made: the page draws it on its own thread); between patches a token only yields
+                # to the event loop, where Stop is heard.
                 if time.perf_counter() - drawn > STEER_DRAW:
                     self._show_steer(f, alpha, texts, running=True)
-                    await asyncio.sleep(STEP_DELAY)
                     drawn = time.perf_counter()
-                else:
-                    await asyncio.sleep(0)
+                await asyncio.sleep(0)
                 if self._stop_steer or state.model is not model:
                     break
         finally:

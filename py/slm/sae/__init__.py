@@ -11,7 +11,7 @@ A UI drives `Trainer(gather(...), settings).step(n)` in chunks, `FeatureIndex.ad
 `logit_effect`, `prompt_features` / `firing` and `steer` per feature.
 """
 
-from .activations import corpus_windows, default_hook, gather, metadata_for
+from .activations import corpus_windows, default_hook, gather, metadata_for, speaks_grammar
 from .core import SAE, loss_and_grads
 from .features import Context, FeatureIndex, firing, logit_effect, prompt_features, steer, steering_hook
 from .files import load, save, to_files
@@ -22,5 +22,5 @@ __all__ = [
     "DEFAULT_WINDOWS", "PRESETS", "SAE", "Context", "FeatureIndex", "Settings", "Trainer", "ce_metrics",
     "corpus_windows", "cross_entropy", "default_hook", "evaluate", "firing", "gather", "load", "logit_effect",
     "loss_and_grads", "metadata_for", "prompt_features", "reconstruction_metrics", "save", "settings_with",
-    "splice_hook", "steer", "steering_hook", "to_files", "train",
+    "speaks_grammar", "splice_hook", "steer", "steering_hook", "to_files", "train",
 ]

@@ -45,7 +45,7 @@ def corpus_windows(model: Model, n_windows: int, seq_len: int | None = None, see
         ids = np.tile(ids, math.ceil((seq_len + n_windows) / ids.size) + 1)
         starts = rng.integers(0, ids.size - seq_len + 1, size=n_windows)
         return ids[starts[:, None] + np.arange(seq_len)]
-    if _speaks_grammar(model):
+    if speaks_grammar(model):
         from ..train.data import TokenStream  # the grammar is big: loaded only for the models that speak it
 
         stream = TokenStream.generate(split, (n_windows + 4) * seq_len, seed)
@@ -58,8 +58,12 @@ def corpus_windows(model: Model, n_windows: int, seq_len: int | None = None, see
     return out
 
 
-def _speaks_grammar(model: Model) -> bool:
+def speaks_grammar(model: Model) -> bool:
+    """Whether the model's words are the grammar's: the shipped model (its files name them in meta["vocab"]) and the
+    lab's grammar runs (their tokenizer has them)."""
     vocab = model.meta.get("vocab")
+    if not isinstance(vocab, list):
+        vocab = getattr(model.tokenizer, "vocab", None)
     if not isinstance(vocab, list):
         return False
     from ..train import corpus

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..generate import Step, generate
+from ..generate import Step, generate_batch
 from ..model import Model
 from .activations import gather
 from .core import SAE
@@ -132,21 +132,28 @@ def firing(acts: np.ndarray, k: int = 8) -> list[tuple[int, float]]:
     return [(int(i), float(acts[i])) for i in on]
 
 
-def steering_hook(sae: SAE, feature: int, alpha: float) -> tuple[str, Any]:
-    """A run_with_hooks hook adding α × W_dec[feature] to the activation the SAE reads, at every position."""
+def steering_hook(sae: SAE, feature: int, alpha: float, row: int | None = None) -> tuple[str, Any]:
+    """A run_with_hooks hook adding α × W_dec[feature] to the activation the SAE reads, at every position: of every
+    sequence, or with `row` of that batch row only (generate_batch's prompts)."""
     direction = alpha * np.asarray(sae.W_dec[feature])
 
     def add(value: np.ndarray, hook: Any) -> np.ndarray:
-        return value + direction.astype(value.dtype)
+        if row is None:
+            return value + direction.astype(value.dtype)
+        value = value.copy()
+        value[row] += direction.astype(value.dtype)
+        return value
 
     return (sae.hook_name, add)
 
 
 def steer(model: Model, sae: SAE, feature: int, alpha: float, ids: Sequence[int], max_new_tokens: int = 20,
-          seed: int = 0, **sampling: Any) -> tuple[Iterator[Step], Iterator[Step]]:
-    """(steered, unsteered): two generations from `ids` with the same seed and sampling settings (slm.generate's
-    temperature, top_k, top_p, stop_ids), the first with the feature's direction added at the hook point. Both are
-    iterators, so a UI can show them token by token and stop."""
-    hook = steering_hook(sae, feature, alpha)
-    return (generate(model, ids, max_new_tokens, seed=seed, fwd_hooks=[hook], **sampling),
-            generate(model, ids, max_new_tokens, seed=seed, **sampling))
+          seed: int = 0, **sampling: Any) -> Iterator[tuple[Step | None, Step | None]]:
+    """(steered, unsteered) Step pairs, one per new token: two generations from `ids` with the same seed and
+    sampling settings (slm.generate's temperature, top_k, top_p, stop_ids), the first with the feature's direction
+    added at the hook point, each what slm.generate gives it alone. Both run as one batch, one pass per token: the
+    pair costs about one plain generation's pass. None for a text that has stopped. An iterator, so a UI can show
+    them token by token and stop."""
+    hook = steering_hook(sae, feature, alpha, row=0)
+    pairs = generate_batch(model, [ids, ids], max_new_tokens, seed=seed, fwd_hooks=[hook], **sampling)
+    return ((steered, plain) for steered, plain in pairs)
