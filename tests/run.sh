@@ -121,7 +121,8 @@ export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 failed=0
 part() {  # part LABEL PYTEST-ARGS...
   local t0=$SECONDS status=0
-  "$py" -m pytest -n "$workers" "${@:2}" || status=$?
+  # --durations: the slowest tests of each part, printed after it (where CI time goes)
+  "$py" -m pytest -n "$workers" --durations=12 "${@:2}" || status=$?
   noted "$1" $((SECONDS - t0))
   [ $status = 0 ] || failed=1
 }

@@ -76,3 +76,38 @@ def page(browser):
     page.on("pageerror", lambda error: page.errors.append(str(error)))
     yield page
     context.close()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-xdist's load scheduling starts each worker on a contiguous chunk of the collection: with the longest
+    # tests first (below), one worker would get them all. One test at a time instead (its --maxschedchunk=1, "for a
+    # small number of slow tests"): a worker is handed the next test as it finishes one. An explicit value stays.
+    if getattr(config.option, "maxschedchunk", 0) is None:
+        config.option.maxschedchunk = 1
+
+
+# The longest tests, longest first (each walks every view of a page, or trains, or runs a journey of several steps).
+LONGEST = ("test_every_view_fits_and_axe_finds_nothing_serious", "test_every_view_fits_every_screen",
+           "test_every_view_of_a_12_by_12_model_is_readable",
+           "test_trained_model_next_token_residual_generate_analyse_and_attention",
+           "test_a_link_trains_the_repeat_task_and_its_model_joins_every_view",
+           "test_embedded_views_fit_their_frame",
+           "test_a_link_restores_the_page_and_copy_link_embed_code_csv_and_chart_files",
+           "test_keyboard_alone_selects_a_token_a_view_a_head_and_generates")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The longest tests first, then the other browser tests, then the rest. pytest-xdist hands tests to its workers
+    in this order, so the long ones start early on both workers and the short ones fill in around them: a long test
+    started last would leave one worker running it alone, the part lasting that much longer."""
+    here = Path(__file__).parent
+
+    def rank(item: pytest.Item) -> int:
+        if here not in item.path.parents:
+            return len(LONGEST) + 2
+        name = getattr(item, "originalname", item.name)
+        if name in LONGEST:
+            return LONGEST.index(name)
+        return len(LONGEST) + ("browser" not in getattr(item, "fixturenames", ()))
+
+    items.sort(key=rank)  # stable: each rank keeps the collection's order

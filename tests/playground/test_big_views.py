@@ -5,6 +5,8 @@ figure per head. Figures are counted, never timed (bench/view_bench.py times the
 
 from __future__ import annotations
 
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 
 import numpy as np
@@ -32,17 +34,29 @@ def open_app(shape: str, n_vocab: int = 512, view: str = "map", tokens: int = 31
     return app
 
 
-@pytest.fixture(scope="module", params=list(SHAPES))
-def app(request):
-    """One page per shape with every view built (the tests below read it, and change only the selection)."""
-    app = open_app(request.param, tokens=15)  # the patching grid runs whole here (no event loop): ~T × layers passes
+# The loop of the thread that builds the fixture's pages: never run, as the main thread's is without a browser test.
+IDLE_LOOP = asyncio.new_event_loop()
+
+
+def every_view_built(shape: str) -> Playground:
+    asyncio.set_event_loop(IDLE_LOOP)  # the views schedule tasks on it (they never run: no loop runs here)
+    app = open_app(shape, tokens=15)  # the patching grid runs whole here (no event loop): ~T × layers passes
     app.settings["patching"].param.update(patch_position=2, patch_token=words(512)[40], good_token="aa",
                                           bad_token="ab")
     for view in VIEW_CLASSES:
         app.state.view = view
     app.state.view = "map"
-    app.shape = SHAPES[request.param]
+    app.shape = SHAPES[shape]
     return app
+
+
+@pytest.fixture(scope="module", params=list(SHAPES))
+def app(request):
+    """One page per shape with every view built (the tests below read it, and change only the selection). Built in
+    a thread of its own: after a browser test this thread has Playwright's event loop running, and with a loop the
+    Patching view runs its grid in the background instead of at once."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(every_view_built, request.param).result()
 
 
 def test_every_view_builds_without_a_figure_per_head(app):

@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 import pytest
 from big_models import prompt
-from test_browser import FIND_VIEW, OVERFLOW, axe_violations, open_app, tab
+from test_browser import FIND_VIEW, OVERFLOW, axe_violations, open_app, settle, show, snapshot
 from test_browser_circuits import CELL_CENTRE
 
 from conftest import serve
@@ -35,7 +35,7 @@ def drill_down(page) -> None:
     """Click head 6 of layer 9 in the summary: that layer's heads and the head large are drawn."""
     page.get_by_text("Every head at a glance").wait_for(timeout=30_000)
     page.evaluate(f"() => ({FIND_VIEW})('attention-summary').el.scrollIntoView({{block: 'center'}})")
-    page.wait_for_timeout(200)
+    settle(page)
     x, y = page.evaluate(CELL_CENTRE, ["attention-summary", 6, 9])
     page.mouse.click(x, y)
     page.get_by_text("layer 9 · head 6, large").wait_for(timeout=30_000)
@@ -58,10 +58,8 @@ def test_every_view_of_a_12_by_12_model_is_readable(browser, big_url):
         for screen, (width, height) in WIDTHS.items():
             page.set_viewport_size({"width": width, "height": height})
             for view, (_, label) in VIEW_CLASSES.items():
-                tab(page, label).check()
-                page.wait_for_function(f"() => new URLSearchParams(location.search).get('view') === '{view}'",
-                                       timeout=10_000)
-                page.wait_for_timeout(400)  # the patch that shows the view, then its layout
+                if (screen, view) != ("laptop", "map"):  # the page opens on the map
+                    show(page, view, label)
                 if view == "attention" and screen == "laptop":
                     drill_down(page)
                 if view == "patching":  # the grid's first drawing: its progress, or the summary once complete
@@ -73,7 +71,7 @@ def test_every_view_of_a_12_by_12_model_is_readable(browser, big_url):
                     found = report[f"{screen}/{view}"] = axe_violations(page)
                     serious += [(screen, view, v["id"], v["nodes"]) for v in found
                                 if v["impact"] in ("critical", "serious")]
-                page.screenshot(path=ARTIFACTS / f"{screen}-{view}.png", full_page=True)
+                snapshot(page, ARTIFACTS / f"{screen}-{view}.jpg")
     finally:
         (ARTIFACTS / "axe.json").write_text(json.dumps(report, indent=1))
         context.close()

@@ -9,7 +9,7 @@ from urllib.parse import quote
 
 import numpy as np
 import pytest
-from test_browser import FIND_VIEW, SOURCE_DATA  # the same lookups of a Bokeh view and its data
+from test_browser import FIND_VIEW, SOURCE_DATA, settle  # the same lookups of a Bokeh view and its data
 
 from playground import circuits
 from playground.state import PlaygroundState
@@ -32,7 +32,7 @@ def open_app(page, app_url: str, query: str) -> None:
     page.goto(f"{app_url}?{query}")
     page.wait_for_selector(".pg-title", state="attached", timeout=20_000)
     page.wait_for_function("() => window.Bokeh && Bokeh.index && Bokeh.index.roots.length > 0")
-    page.wait_for_timeout(500)
+    settle(page)  # the first view drawn (the hidden views arrive while the test goes on)
 
 
 def wait_for_data(page, name: str, timeout: float = WAIT) -> dict:

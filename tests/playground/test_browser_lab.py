@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 from playwright.sync_api import expect
-from test_browser import ARTIFACTS, axe_violations, open_app, screen_context, wait_for_every_view
+from test_browser import ARTIFACTS, axe_violations, open_app, screen_context, settle, show, wait_for_every_view
 
 import slm
 from slm.tokenizer import CharTokenizer
@@ -40,7 +40,7 @@ def test_a_link_trains_the_repeat_task_and_its_model_joins_every_view(browser, a
     expect(page.get_by_role("button", name="Explore this model")).to_be_enabled(timeout=60_000)  # the last draw
     wait_for_every_view(page)  # the views not opened are built once the run is over, not while it trains
     assert 0 < float(loss) < 10 and 0 <= float(accuracy) <= 1, status.inner_text()
-    page.wait_for_timeout(500)
+    settle(page)
     page.screenshot(path=str(ARTIFACTS / "screens" / f"{screen}-train-done.png"), full_page=True)
     # every role chart and the attention grid are drawn, with a text alternative of the numbers
     assert page.locator("details.pg-numbers summary", has_text="The training curve as numbers").count() == 1
@@ -81,8 +81,7 @@ def test_your_models_loads_an_npz_and_refuses_a_broken_file(page, app_url, tmp_p
     picker.set_input_files(str(good))
     expect(page.get_by_text("loaded: tiny chars (", exact=False)).to_be_visible(timeout=20_000)
     assert model_choice(page) == "loaded: tiny chars"
-    page.get_by_role("radio", name="Attention", exact=True).check()
-    page.wait_for_timeout(500)
+    show(page, "attention", "Attention")
     page.screenshot(path=str(ARTIFACTS / "screens" / "models-loaded-attention.png"), full_page=True)
     page.get_by_role("radio", name="Your models", exact=True).check()
     picker.set_input_files(str(broken))

@@ -140,7 +140,10 @@ class ModelsView(View):
             cfg = (model or _peek(name, state)).cfg
             rows.append([name, f"{cfg.n_layers} × {cfg.n_heads}, d = {cfg.n_model}, vocabulary {cfg.n_vocab}",
                          f"{slm.count_params(cfg) / 1e6:.2f}M", where, "shown" if name == state.model_name else ""])
-        self.table.object = table_rows_html(["model", "layers × heads", "parameters", "where", ""], rows)
+        # In its own scrolling box: a long model name would otherwise widen a phone's page.
+        self.table.object = ("<div class='pg-scroll' tabindex='0' role='region' aria-label='The models in this page'>"
+                             + table_rows_html(["model", "layers × heads", "parameters", "where", ""], rows)
+                             + "</div>")
         own = state.model_name not in ("shipped", "lesson")
         notes = []
         if own:
