@@ -18,7 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "py"))
-from site_bench import CHROMIUM_ARGS, settle  # noqa: E402 - the sibling benchmark's browser settings and wait
+from site_bench import CHROMIUM, CHROMIUM_ARGS, settle  # noqa: E402 - the sibling benchmark's browser settings and wait
 
 from sitebuild import cli, serve  # noqa: E402
 
@@ -45,7 +45,7 @@ def main() -> None:
         if cli.main(["--site-dir", str(site), "--pyodide-packages", str(args.pyodide_packages)]) != 0:
             sys.exit("build failed")
         with serve.serving(site) as url, sync_playwright() as p:
-            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             page = browser.new_page(bypass_csp=True)
             page.goto(url + "index.html")
             page.wait_for_selector('body[data-ready="1"]', timeout=180_000)

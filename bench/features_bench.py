@@ -32,6 +32,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "py"))
+from testkit.engines import CHROMIUM  # noqa: E402
+
 DONE = re.compile(r"Done: (\d+) steps in (\d+) s \(([^)]*)\)")
 CPYTHON = """
 import json, sys, time
@@ -164,7 +166,7 @@ def main() -> int:
     page_runs, cpython_runs = [], []
     with hosted(args.site, "plain") as base, sync_playwright() as p:
         url = base + "index.html"
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium")  # Debian's, as the tests use
+        browser = p.chromium.launch(executable_path=CHROMIUM)  # Debian's, as the tests use
         for n in range(args.runs):
             # the same run in turn, so that both see the same machine load
             cpython_runs.append(cpython(args.preset))

@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "py"))
 
 from sitebuild.serve import serving  # noqa: E402
+from testkit.engines import CHROMIUM  # noqa: E402
 from testkit.hub_mirror import Mirror, gpt2_checkpoint  # noqa: E402
 from testkit.hub_mirror import serving as mirror_serving  # noqa: E402
 
@@ -71,7 +72,7 @@ def main() -> None:
 
     with mirror_serving(Mirror({REPO: {"main": files}})) as mirror, serving(site) as url, sync_playwright() as pw:
         # A profile on disk, as a learner's browser has: an ephemeral context keeps Cache Storage in memory.
-        browser = pw.chromium.launch_persistent_context(tempfile.mkdtemp(), executable_path="/usr/bin/chromium",
+        browser = pw.chromium.launch_persistent_context(tempfile.mkdtemp(), executable_path=CHROMIUM,
                                                         args=["--headless=new", "--no-sandbox", "--disable-gpu"])
         page = browser.new_page()
         console: list[str] = []

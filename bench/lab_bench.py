@@ -37,6 +37,8 @@ from playwright.sync_api import sync_playwright
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "py"))
+from testkit.engines import CHROMIUM  # noqa: E402
+
 STATUS = re.compile(r"step (\d+) / (\d+) · loss [\d.]+ · accuracy on the repeats ([\d.]+)")
 # The files are fetched from the bench's server (a 60 MB argument would not survive the DevTools protocol).
 DROP_JS = """async (files) => {
@@ -355,7 +357,7 @@ def main() -> None:
     files = [] if args.skip_own else llama_files(folder, url.rsplit("/", 1)[0] + "/bench-llama")
     try:
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path="/usr/bin/chromium")
+            browser = p.chromium.launch(executable_path=CHROMIUM)
             # with --link, each lab run (Start pressed) is followed by a link's run, so both see the same load
             labs = [] if args.skip_lab else [{**lab_run(browser, url), **(link_run(browser, url) if args.link else {})}
                                              for _ in range(args.runs)]

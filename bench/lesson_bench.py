@@ -5,7 +5,8 @@
 
 Per run (a fresh browser context, `index.html?lesson=1-the-block`):
 - open: from 'ready' to the first step on the panel, and to its state reaching the app's view;
-- step change: each Next through the lesson, to the step on the panel and to its state applied;
+- step change: each Next through the lesson, to the step on the panel and to its state applied; the first Next,
+  pressed as soon as the lesson is open, also on its own row;
 - first Check: how long a Check pressed as soon as the lesson is open waits for the spare worker's boot;
 - Check -> verdict with the spare warm, for each built-in challenge's solution (all three lessons);
 - an endless loop: from its run's start to the worker ended (the limit is 5 s), and a step change right after.
@@ -26,12 +27,10 @@ sys.path[:0] = [str(ROOT / "py"), str(ROOT / "tests")]
 
 import lessons  # noqa: E402
 from sitebuild.serve import serving  # noqa: E402
+from testkit.engines import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 
-CHROMIUM = "/usr/bin/chromium"
 # The spare learner's worker has booted: each run uses one, and the next boots once it is over.
 SPARE_UP = "window.siteInfo.learner.boots.length >= window.siteInfo.learner.runs.length + 1"
-ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update"]
 
 
 def wait(page, js: str, timeout_s: float = 120) -> None:  # noqa: ANN001 - a Playwright page
@@ -118,7 +117,7 @@ def main() -> None:
 
     runs = []
     with serving(args.site) as url, sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         for i in range(args.runs):
             runs.append(one_run(browser, url))
             print(f"run {i + 1}: {json.dumps({k: v for k, v in runs[-1].items() if k not in ('checks', 'steps')})}",
@@ -137,6 +136,8 @@ def main() -> None:
     print(row("its step's state on the view, after ready", [r["open_applied_after_ready_ms"] for r in runs], "1000"))
     print(row("step change: on the panel", [s["shownMs"] for r in runs for s in r["steps"]], "300"))
     print(row("step change: state on the view", [s["ms"] for r in runs for s in r["steps"]], "300"))
+    print(row("the first Next, as soon as the lesson is open: state on the view", [r["steps"][0]["ms"] for r in runs],
+              "300"))
     print(row("first Check's wait for the spare worker", [r["first_check"]["waitedMs"] for r in runs], "(say)"))
     print(row("learner worker boot", [b for r in runs for b in r["boots_ms"]], "(say)"))
     print(row("Check -> verdict, spare warm (6 built-in solutions)",

@@ -22,11 +22,9 @@ sys.path.insert(0, str(ROOT / "py"))
 from sitebuild import cli  # noqa: E402
 from sitebuild.assemble import PORTABLE_FILE  # noqa: E402
 from sitebuild.serve import serving  # noqa: E402
-from testkit.engines import ENGINES, engines_session  # noqa: E402
+from testkit.engines import CHROMIUM, CHROMIUM_ARGS, ENGINES, engines_session  # noqa: E402
 
 OUT = ROOT / "artifacts" / "bench" / "portable"
-CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update"]
 
 
 def visit(engines: object, engine: str, url: str, local: bool) -> float:
@@ -62,7 +60,7 @@ def main() -> None:
 
     rows = []
     with sync_playwright() as p, serving(site) as url:
-        chromium = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         with engines_session(chromium) as engines:
             for engine in args.engines:
                 times: dict[str, list[float]] = {"hosted": [], "file": []}

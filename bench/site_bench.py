@@ -41,12 +41,11 @@ sys.path.insert(0, str(ROOT / "py"))
 from sitebuild import assemble, common, fetch, serve, zips  # noqa: E402
 from sitebuild.lock import read_lock  # noqa: E402
 from sitebuild.packages import project_tree, sdist_to_tree  # noqa: E402
+from testkit.engines import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 
 OUT = ROOT / "artifacts" / "bench"
 # Every host but 127.0.0.1 fails to resolve: nothing leaves the machine, and the HTTP cache keeps working.
 BLOCK_OTHER_HOSTS = ["--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]
-CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update"]
 
 
 # ------------------------------------------------------------------------------------------- serving
@@ -375,7 +374,7 @@ def main() -> int:
     network = PROFILES[args.profile]
     results: dict[str, list[dict]] = {"site": [], "baseline": []}
     with serving(site) as site_url, serving(baseline) as base_url, sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS + BLOCK_OTHER_HOSTS)
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS + BLOCK_OTHER_HOSTS)
         for i in range(args.runs):
             for name, url, ready in (("site", site_url + "index.html", SITE_READY),
                                      ("baseline", base_url + "app.html", BASE_READY)):

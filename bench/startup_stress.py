@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "py"))
 
-from testkit.engines import engines_session  # noqa: E402
+from testkit.engines import CHROMIUM, engines_session  # noqa: E402
 from testkit.hosts import HOSTS, hosted  # noqa: E402
 
 
@@ -93,7 +93,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as p:
         site = args.site or build(Path(tmp) / "site")
-        chromium = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--headless=new", "--no-sandbox"])
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=["--headless=new", "--no-sandbox"])
         failures: dict[str, list[str]] = {e: [] for e in args.engines}
         log: list = []  # the host's record of each visit's requests
         with hosted(site, args.host, log=log) as url, engines_session(chromium) as engines, burning(args.burners):

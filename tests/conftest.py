@@ -11,9 +11,7 @@ from pathlib import Path
 
 import pytest
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update"]
+from testkit.engines import CHROMIUM, CHROMIUM_ARGS
 
 
 @pytest.fixture(scope="session")

@@ -39,6 +39,10 @@ ENGINES = ("chromium", "firefox", "firefox140", "webkit")
 WIDTH, HEIGHT = 1280, 1000
 READY_TIMEOUT_S = 180
 
+# Debian's Chromium (Playwright cannot download its own here), and how every test and benchmark starts it.
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update"]
 FIREFOX = "/usr/bin/firefox-esr"
 # Debian's older ESR, which students still run: tests/run.sh unpacks it here (ENGINES lists it as "firefox140").
 FIREFOXES = {"firefox": FIREFOX,
@@ -111,6 +115,10 @@ class Page:
 
     def fill(self, selector: str, text: str) -> None:
         """Focus the element FIND_JS finds, select what it holds and type `text` with real key presses."""
+        raise NotImplementedError
+
+    def resize(self, width: int, height: int) -> None:
+        """The page's viewport in CSS px (a phone: 360 × 800)."""
         raise NotImplementedError
 
     def _screenshot(self, path: Path) -> None:
@@ -207,6 +215,9 @@ class ChromiumPage(Page):
     def fill(self, selector: str, text: str) -> None:
         self._element(selector, None).evaluate("(e) => { e.focus(); e.select?.(); }")  # type: ignore[attr-defined]
         self.page.keyboard.type(text)
+
+    def resize(self, width: int, height: int) -> None:
+        self.page.set_viewport_size({"width": width, "height": height})
 
     def _screenshot(self, path: Path) -> None:
         self.page.screenshot(path=str(path))
@@ -342,6 +353,9 @@ class FirefoxPage(Page):
     def fill(self, selector: str, text: str) -> None:
         self.driver.call("type", page=self.id, find=FIND_JS, args=[selector, None], text=text)
 
+    def resize(self, width: int, height: int) -> None:
+        self.driver.call("viewport", page=self.id, width=width, height=height)
+
     def _screenshot(self, path: Path) -> None:
         self.driver.call("screenshot", page=self.id, path=str(path))
 
@@ -427,6 +441,12 @@ class WebKitPage(Page):
 
         self.driver.execute_script("arguments[0].focus(); arguments[0].select?.();", self._element(selector, None))
         ActionChains(self.driver).send_keys(text).perform()
+
+    def resize(self, width: int, height: int) -> None:
+        # WebDriver sizes the window, not the viewport: grow it by what the browser's frame takes. MiniBrowser's
+        # window is never narrower than its toolbar (~450 px).
+        frame = self.evaluate("[outerWidth - innerWidth, outerHeight - innerHeight]")
+        self.driver.set_window_size(width + frame[0], height + frame[1])
 
     def _screenshot(self, path: Path) -> None:
         self.driver.save_screenshot(str(path))

@@ -94,6 +94,11 @@ const commands = {
     await el.type(text);
     await el.dispose();
   },
+  async viewport({ page, width, height }) {
+    // BiDi's browsingContext.setViewport alone: Page.setViewport also overrides the screen's orientation, a command
+    // Firefox ESR 140 does not know.
+    await pages.get(page).page.mainFrame().browsingContext.setViewport({ viewport: { width, height } });
+  },
   async screenshot({ page, path }) {
     await pages.get(page).page.screenshot({ path });
   },

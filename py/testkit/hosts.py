@@ -78,10 +78,12 @@ def stalling(handler: type[PlainHandler], stall: Stall) -> type[PlainHandler]:
             self.send_header("Content-Type", self.guess_type(self.path.split("?")[0]))
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
+            # Noted before the bytes: writing half of a large file blocks until the browser reads it, which it may
+            # not do before its watchdog has given up.
+            stall.stalled.append(self.path)
             with contextlib.suppress(OSError):
                 self.wfile.write(body[: len(body) // 2])
                 self.wfile.flush()
-            stall.stalled.append(self.path)
             stall.released.wait(timeout=600)
             self.close_connection = True
             return None

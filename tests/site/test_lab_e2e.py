@@ -68,7 +68,7 @@ DROP_JS = """(files, picker) => {
 }"""
 # Each attention heatmap of the newest document: the tokens its rows are labelled with.
 HEATMAPS_JS = """() => [...Bokeh.documents.at(-1).all_models]
-  .filter((m) => m.renderers?.some((r) => r.name === "cells"))
+  .filter((m) => Array.isArray(m.renderers) && m.renderers.some((r) => r.name === "cells"))
   .map((fig) => {
     const data = fig.renderers.find((r) => r.name === "cells").data_source.data;
     return [...new Set(Array.from(data instanceof Map ? data.get("query_token") : data.query_token))];

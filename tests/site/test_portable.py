@@ -198,7 +198,7 @@ def test_portable_file_runs_the_playground_from_disk_offline(browser: object, ve
             page.get_by_role("radio", name=tab, exact=True).check()
             visit.wait_js(f"({SOURCES_JS})('{column}').some((n) => n > 0)", timeout_s=30)
             visit.screenshot(shot)
-        page.get_by_role("radio", name="Lesson", exact=True).check()
+        page.get_by_role("radio", name="Block", exact=True).check()
         page.get_by_role("button", name="Switch to the lesson model").click()
         page.get_by_text("The tables", exact=True).wait_for(timeout=30_000)  # the lesson model's tables
         visit.screenshot("portable-04-lesson")

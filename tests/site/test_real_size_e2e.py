@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import serve
-from testkit.engines import ARTIFACTS, FIND_JS, ChromiumPage, Engines, Page
+from testkit.engines import ARTIFACTS, CHROMIUM, FIND_JS, ChromiumPage, Engines, Page
 
 pytest.importorskip("transformers")
 from testkit.hub_mirror import Mirror, gpt2_checkpoint, serving  # noqa: E402
@@ -88,7 +88,7 @@ class PersistentChromium(ChromiumPage):
         Page.__init__(self)
         self.local = True
         self.context = browser.browser_type.launch_persistent_context(  # type: ignore[attr-defined]
-            str(profile), executable_path="/usr/bin/chromium", args=["--headless=new", "--no-sandbox"],
+            str(profile), executable_path=CHROMIUM, args=["--headless=new", "--no-sandbox"],
             viewport={"width": 1280, "height": 1000})
         self.page = self.context.pages[0] if self.context.pages else self.context.new_page()
         self.context.route("**/*", self._route)
