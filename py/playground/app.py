@@ -116,7 +116,8 @@ class Playground:
         self.settings = {name: settings_class(state) for name, settings_class in VIEW_SETTINGS.items()}
         state.view_settings = list(self.settings.values())
         sync_url(state)  # the URL's values (view=, embed=, prompt=...) first: then only the view they show is built
-        apply_lesson_link(state)  # then a built-in lesson's step (lesson=, step=): its view is the one built
+        # then a built-in lesson's step (lesson=, step=): its view is the one built
+        self.lesson_views = apply_lesson_link(state)
         self._wanted_model: str | None = None  # the URL's model= when it names a kept model (restore_models)
         self._hub_link: dict[str, str | None] | None = None  # the URL's hf= (revision=, hub=, file=): opened then
         self.prompt = pn.widgets.TextInput(label="Prompt", value=state.prompt, placeholder="the cat chased the dog",
@@ -284,15 +285,25 @@ class Playground:
         generation streams: in the static site the app's one Python thread also runs the learner's first actions
         (typing, then Generate a moment later), which then wait at most for one view instead of all of them, and
         a view's patch (the page lays it out for ~0.2 s) does not land in the middle of a token stream. Nor while
-        the Train view trains: views the learner has not opened would slow the run they are watching. Used by
-        the site after 'ready'."""
-        for name in VIEW_CLASSES:
+        the Train view trains: views the learner has not opened would slow the run they are watching. With a
+        lesson open, only the views its steps show (`lesson_views`): its Back and Next would otherwise wait
+        for views it never opens. Used by the site after 'ready'."""
+        while True:
             await asyncio.sleep(pause)
             while self.state.generating or self._training() or time.monotonic() - self._last_change < quiet:
                 await asyncio.sleep(pause)
-            if self.state.embed:
+            wanted = VIEW_CLASSES if self.lesson_views is None else self.lesson_views
+            name = next((name for name in wanted if not self.views.built(name)), None)
+            if self.state.embed or name is None:
                 return
-            self.views[name]  # noqa: B018 - no-op when built already (e.g. it was chosen)
+            self.views[name]  # noqa: B018
+
+    def lesson_opened(self, views: list[str]) -> None:
+        """A lesson is open (playground.lesson_host): the views its steps show, in step order, are built in the
+        background from now on, and no others."""
+        self.lesson_views = list(views)
+        if self._hidden_task is not None and self._hidden_task.done():
+            self._hidden_task = asyncio.ensure_future(self.build_hidden_stepwise())
 
     def _training(self) -> bool:
         return any(self.views.built(name) and getattr(self.views[name], busy)
@@ -374,16 +385,22 @@ async def prepare() -> None:
         await restore_linked(str(pn.state.location.query_params.get("model") or ""))
 
 
-def apply_lesson_link(state: PlaygroundState) -> None:
+def apply_lesson_link(state: PlaygroundState) -> list[str] | None:
     """A link's built-in lesson (`lesson=NAME`, `step=N`): its step's state applied before the first view is built,
     so that the page's lesson panel (site/src/lesson/), opening it after 'ready', finds its view drawn. Lessons and
-    markdown-it are imported only then."""
+    markdown-it are imported only then. The views the link's lesson shows (Playground.lesson_views): a built-in's,
+    none yet for a lesson file the page fetches (its views come when it opens), None without `lesson=`."""
     location = pn.state.location
     name = str(location.query_params.get("lesson") or "") if location is not None else ""
+    if not name:
+        return None
     if name.replace("-", "").replace("_", "").isalnum():
-        from playground.lesson_host import apply_link
+        from playground.lesson_host import apply_link, lesson_views
 
-        apply_link(state, name, location.query_params.get("step"))
+        lesson = apply_link(state, name, location.query_params.get("step"))
+        if lesson is not None:
+            return lesson_views(lesson)
+    return []
 
 
 def hub_link(playground: Playground, query: dict[str, str | None]) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Callable
 from typing import Any
 
 import panel as pn
@@ -74,20 +75,26 @@ def apply_state(state: PlaygroundState, values: dict[str, str]) -> None:
                 part.apply_url_values(mine)
 
 
-def apply_link(state: PlaygroundState, name: str, step: object = None) -> bool:
+def lesson_views(lesson: lessons.Lesson) -> list[str]:
+    """The views a lesson's steps open, each once, in the order of its steps."""
+    views = (str(step.state.get("view", "")).lower() for step in lesson.steps)
+    return list(dict.fromkeys(VIEW_ALIASES.get(view, view) for view in views if view))
+
+
+def apply_link(state: PlaygroundState, name: str, step: object = None) -> lessons.Lesson | None:
     """The state of step `step` (from 1; the first if absent or wrong) of built-in lesson `name` applied, as the
-    page's panel will when it opens the lesson; False when there is no such lesson."""
+    page's panel will when it opens the lesson; the lesson, or None when there is no such lesson."""
     try:
         lesson = builtin_lesson(name)
     except KeyError:
-        return False
+        return None
     try:
         number = int(str(step)) if step is not None else 1
     except ValueError:
         number = 1
     number = min(max(number, 1), len(lesson.steps))
     apply_state(state, {**({"model": lesson.model} if lesson.model else {}), **lesson.steps[number - 1].state})
-    return True
+    return lesson
 
 
 class LessonHost:
@@ -96,6 +103,8 @@ class LessonHost:
     def __init__(self, state: PlaygroundState) -> None:
         self.state = state
         self.open_lessons: dict[str, lessons.Lesson] = {}
+        # Told the views of each lesson opened (the page's Playground.lesson_opened: it prepares them).
+        self.on_open: Callable[[list[str]], None] | None = None
 
     def open(self, name: str | None = None, text: str | bytes | None = None, source: str = "") -> dict[str, Any]:
         """A built-in lesson by `name`, or a lesson file's `text` from `source` (a URL or a file name): {"ok":
@@ -114,6 +123,8 @@ class LessonHost:
             return {"ok": False, "problems": [{"line": 0, "message": str(e.args[0])}]}
         self.open_lessons.pop(key, None)
         self.open_lessons[key] = lesson
+        if self.on_open is not None:
+            self.on_open(lesson_views(lesson))
         while len(self.open_lessons) > MAX_OPEN:
             self.open_lessons.pop(next(iter(self.open_lessons)))
         data = lesson.to_dict()
@@ -199,4 +210,6 @@ def host_for(state: PlaygroundState) -> LessonHost:
 
 def handle(playground: Any, request: str) -> str:
     """The app worker's entry point (site/src/worker/python-api.js LESSON_CALL): `playground` is boot.py's."""
-    return host_for(playground.state).handle(request)
+    host = host_for(playground.state)
+    host.on_open = playground.lesson_opened
+    return host.handle(request)

@@ -130,7 +130,8 @@ def pyodide_cdn(lock: dict) -> str:
 
 
 def build(site: Path = SITE, py_dir: Path = PY_DIR, pyodide_packages: Path | None = None,
-          hub_mirrors: list[str] = ()) -> dict:
+          hub_mirrors: list[str] = (), lesson_origins: list[str] = ()) -> dict:
+    lesson_sources(lesson_origins)  # a wrong origin stops the build before it downloads anything
     lock = read_lock()
     project_packages(py_dir)  # check the inputs before downloading anything
     if DEFLATE != "zopfli":
@@ -169,7 +170,7 @@ def build(site: Path = SITE, py_dir: Path = PY_DIR, pyodide_packages: Path | Non
     (site / FACTS_FILE).write_text(f"// Written by build.py (sitebuild/assemble.py): read by sw.js.\n"
                                    f"self.siteFacts = {json.dumps(facts, indent=1)};\n")
     manifest = write_manifest(site, lock, facts, packages, remote, prerendered)
-    check_csp(site, bool(remote), hub_mirrors)
+    check_csp(site, bool(remote), hub_mirrors, lesson_origins)
     if remote:
         log(f"no portable file ({PORTABLE_FILE}): {', '.join(remote)} is not vendored (--pyodide-packages DIR)")
     else:
@@ -354,10 +355,28 @@ def hub_sources(mirrors: list[str] = ()) -> list[str]:
     return [DEFAULT_HUB, *REDIRECT_HOSTS, *dict.fromkeys(origins)]
 
 
-def check_csp(site: Path, remote: bool, mirrors: list[str] = ()) -> None:
-    """The pages' connect-src: this site, the Pyodide CDN only when something is fetched from it, and the Hub's
-    hosts and mirrors (models opened by name)."""
+# An origin as a CSP source: a host (or `*.` and a domain: its subdomains), and a port or `*` (any port).
+ORIGIN_HOST = re.compile(r"(\*\.)?[a-z0-9-]+(\.[a-z0-9-]+)*(:(\d{1,5}|\*))?")
+
+
+def lesson_sources(origins: list[str] = ()) -> list[str]:
+    """What connect-src lists for lessons fetched from other sites (`?lesson=URL`, --lesson-origin): each URL's
+    origin (a path is left out: the page may fetch any file of that site), checked to be nothing but an origin."""
+    sources = []
+    for url in origins:
+        parts = urllib.parse.urlsplit(url.strip())
+        if parts.scheme not in ("http", "https") or not ORIGIN_HOST.fullmatch(parts.netloc.lower()):
+            raise BuildError(f"--lesson-origin {url!r}: give the origin lessons are fetched from, e.g. "
+                             "https://courses.example.edu (or https://*.example.edu for its subdomains)")
+        sources.append(f"{parts.scheme}://{parts.netloc.lower()}")
+    return list(dict.fromkeys(sources))
+
+
+def check_csp(site: Path, remote: bool, mirrors: list[str] = (), lesson_origins: list[str] = ()) -> None:
+    """The pages' connect-src: this site, the Pyodide CDN only when something is fetched from it, the Hub's
+    hosts and mirrors (models opened by name), and the origins lessons may be fetched from."""
     sources = ["'self'", *([PYODIDE_CDN_ORIGIN] if remote else []), *hub_sources(mirrors)]
+    sources += [source for source in lesson_sources(lesson_origins) if source not in sources]
     for page in PAGES:
         path = site / page
         html = path.read_text()

@@ -28,6 +28,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--py-dir", type=Path, default=PY_DIR, help="folder holding the playground and slm packages")
     ap.add_argument("--hub-mirror", action="append", default=[], metavar="URL",
                     help="a Hugging Face Hub mirror the pages' CSP allows beside the Hub (hub=URL opens from it)")
+    ap.add_argument("--lesson-origin", action="append", default=[], metavar="URL",
+                    help="a site lesson files may be fetched from (?lesson=URL): its origin is added to the pages' "
+                         "CSP (connect-src); repeat for several, e.g. https://courses.example.edu")
     ap.add_argument("--relock", action="store_true", help="re-resolve sha256 hashes of the versions in build.lock")
     ap.add_argument("--check-patches", action="store_true",
                     help="apply every patch under py/sitebuild/patches to the pinned sources; list every mismatch")
@@ -43,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"build.py: patch mismatch: {problem}", file=sys.stderr)
                 print(f"{len(problems)} patch mismatches" if problems else "every patch applies to the pinned sources")
                 return 1 if problems else 0
-            build(args.site_dir, args.py_dir, args.pyodide_packages, args.hub_mirror)
+            build(args.site_dir, args.py_dir, args.pyodide_packages, args.hub_mirror, args.lesson_origin)
     except BuildError as e:
         print(f"build.py: error: {e}", file=sys.stderr)
         return 1

@@ -194,3 +194,52 @@ def test_a_steps_state_is_shown_in_the_pages_address_even_when_it_was_already_so
         assert (query["view"], query["model"], query["lesson"]) == ("block", "lesson", "1-the-block")
     finally:
         pn.state.curdoc = None
+
+
+def test_with_a_lesson_open_the_background_builds_only_the_views_its_steps_show():
+    """A Next must not wait for a view the lesson never opens: with a lesson open (from the link, or opened later by
+    the page), start_building_hidden() builds the views its steps show, in step order, and no other."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    import panel as pn
+    from bokeh.document import Document
+
+    from playground import lesson_host
+    from playground.app import create_app
+
+    async def built_in_background(app: Playground) -> set[str]:
+        app.start_building_hidden()
+        while app.hidden_views_pending:
+            await asyncio.sleep(0.01)
+        return {name for name in app.views if app.views.built(name)}
+
+    async def check() -> None:
+        pn.state.curdoc = Document()
+        try:
+            pn.state.location.search = "?lesson=1-the-block"
+            app = create_app(build_hidden_on_load=False)
+            assert app.lesson_views == ["block"]  # every step of the lesson shows the Block view
+            assert await built_in_background(app) == {"block"}
+            # Another lesson opened by the page: its views, Attention first, are built in turn.
+            lesson_host.handle(app, json.dumps({"op": "open", "name": "2-causal-attention"}))
+            assert app.lesson_views == ["attention", "block"]
+            while app.hidden_views_pending:
+                await asyncio.sleep(0.01)
+            assert {name for name in app.views if app.views.built(name)} == {"block", "attention"}
+        finally:
+            pn.state.curdoc = None
+        pn.state.curdoc = Document()
+        try:  # a lesson file the page fetches: nothing in the background until it is open, then its view
+            pn.state.location.search = "?lesson=https://lessons.example.org/small.md"
+            app = create_app(build_hidden_on_load=False)
+            assert app.lesson_views == [] and await built_in_background(app) == {"map"}
+            lesson_host.handle(app, json.dumps({"op": "open", "text": SMALL, "source": "https://x.example/s.md"}))
+            while app.hidden_views_pending:
+                await asyncio.sleep(0.01)
+            assert {name for name in app.views if app.views.built(name)} == {"map", "attention"}
+        finally:
+            pn.state.curdoc = None
+
+    with ThreadPoolExecutor(1) as pool:  # a fresh thread: the browser tests' Playwright keeps a loop in this one
+        pool.submit(asyncio.run, check()).result()

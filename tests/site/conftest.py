@@ -221,12 +221,19 @@ def pyodide_packages_dir() -> Path | None:
     return Path(value) if value else None
 
 
+# Lessons may be fetched from any port of 127.0.0.1 (build.py --lesson-origin): test_lessons_e2e.py serves one from
+# another port, another origin.
+LESSON_ORIGIN = "http://127.0.0.1:*"
+
+
 @pytest.fixture(scope="session")
 def vendored_site(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
-    """The site built with PYODIDE_PACKAGES (a real wasm NumPy), for end-to-end tests."""
+    """The site built with PYODIDE_PACKAGES (a real wasm NumPy), for end-to-end tests; lessons allowed from
+    LESSON_ORIGIN."""
     packages = pyodide_packages_dir()
     if packages is None:
         pytest.skip("set PYODIDE_PACKAGES=DIR (folder with the pyodide_2025_0 NumPy wheel) to run")
     if not packages.is_dir():
         pytest.fail(f"PYODIDE_PACKAGES={packages} is not a folder")
-    return built_once(tmp_path_factory, worker_id, "vendored", "--pyodide-packages", str(packages))[0]
+    return built_once(tmp_path_factory, worker_id, "vendored", "--pyodide-packages", str(packages),
+                      "--lesson-origin", LESSON_ORIGIN)[0]

@@ -61,6 +61,19 @@ SUMMARIES_JS = """() => {
   return out.join(" | ");
 }"""
 HTML_JS = f"""(selector) => {{ const el = ({FIND_JS})(selector); return el ? el.textContent : ""; }}"""
+# The space between the feature list box's bottom edge and the "Feature number" label below it, in px.
+LIST_GAP_JS = """() => {
+  let list = null, number = null;
+  const walk = (root) => {
+    for (const el of root.querySelectorAll("select")) {
+      if (el.size > 1 && / · fires on /.test(el.options[0]?.textContent ?? "")) list = el;
+    }
+    for (const el of root.querySelectorAll("label")) if (el.textContent.trim() === "Feature number") number = el;
+    for (const el of root.querySelectorAll("*")) if (el.shadowRoot) walk(el.shadowRoot);
+  };
+  walk(document);
+  return list && number ? number.getBoundingClientRect().top - list.getBoundingClientRect().bottom : null;
+}"""
 
 
 def axe(page: Page) -> list[dict]:
@@ -99,6 +112,8 @@ def test_train_browse_and_steer(engines: Engines, engine: str, vendored_site: Pa
         page.wait_js(f"() => ({SUMMARIES_JS})().includes('Where it fires most')", timeout_s=30)
         scroll_to(page, "h3", "The features")
         page.screenshot("features-1-trained")
+        gap = page.evaluate(LIST_GAP_JS)
+        assert gap is not None and 0 <= gap <= 24, gap  # the number box right below the list, in every engine
 
         # a feature from the list: its page (top contexts with the token marked, the logit effect)
         chosen = page.wait_js("(a) => (" + CHOOSE_JS + ")(a)", ["^#\\d+ · fires on", 2], timeout_s=30)

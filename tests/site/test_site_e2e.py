@@ -388,6 +388,8 @@ def test_first_view_is_the_live_app_until_it_is_replaced(browser: object, site: 
         assert not missing, "a source of the first view differs from the live app's: first-view-diff.json"
         assert page.evaluate("Bokeh.documents.length") == 1  # the first view's document went with it
         assert page.evaluate("document.querySelector('#app').inert") is False
+        # No longer dimmed: the picture's style (data-first-view) goes with it.
+        assert page.evaluate("getComputedStyle(document.querySelector('#app')).opacity") == "1"
         live_box = page.evaluate(MAP_BOX_JS)
         assert first_tokens >= 44 and token_box_height(page) >= 44  # both styled by the app's linked stylesheet
         assert len(first_box) == len(live_box) == 1, (first_box, live_box)

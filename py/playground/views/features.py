@@ -107,8 +107,10 @@ class FeaturesView(View):
                                                    options={v: k for k, v in sae_lab.PRESET_LABELS.items()})
         self.hook = pn.widgets.Select(label="Hook point (read and steered)", width=240, options=[])
         self.hook.param.watch(lambda _: self._say_estimate(), "value")
-        self.text = pn.widgets.TextAreaInput(label="Your text (optional: else the grammar's documents, or the "
-                                             "model's own samples)", rows=2, sizing_mode="stretch_width",
+        # A short label (a phone's column clips a long one); the rest is the description behind its "?".
+        self.text = pn.widgets.TextAreaInput(label="Your text (optional)", rows=2, sizing_mode="stretch_width",
+                                             description="Trained on this text; without it, on the grammar's documents "
+                                                         "(the shipped and lab models) or the model's own samples.",
                                              max_length=200_000, min_width=240, styles={"flex": "1 1 320px"})
         self.controls = wrap_row(self.preset, self.hook, self.text, margin=(0, 10))
         self.start = pn.widgets.Button(label="Start", color="primary", width=100, css_classes=["pg-press"])
@@ -156,7 +158,9 @@ class FeaturesView(View):
         self.sort = pn.widgets.Select(label="Order the features by", width=240,
                                       options=SORTS, value=settings.sort)
         self.sort.param.watch(lambda e: setattr(settings, "sort", e.new), "value")
-        self.feature_list = pn.widgets.Select(label="Features (choose one)", size=10, options={}, **LIST_WIDTH)
+        # Not LIST_WIDTH: in its column a flex basis would set the list's height, which WebKit leaves empty below it.
+        self.feature_list = pn.widgets.Select(label="Features (choose one)", size=10, options={},
+                                              sizing_mode="stretch_width")
         self.feature_list.param.watch(self._on_list, "value")
         self.feature_input = pn.widgets.IntInput.from_param(settings.param.feature, label="Feature number",
                                                             width=140, description=None, start=0)

@@ -30,7 +30,9 @@ function createEditor(parent, text, onChange, label) {
         syntaxHighlighting(defaultHighlightStyle, { fallback: true }),
         python(),
         keymap.of([...defaultKeymap, ...historyKeymap, indentWithTab]),
-        EditorView.contentAttributes.of({ "aria-label": label }),
+        // tabindex: contenteditable is focusable anyway, but axe (in Firefox and WebKit) counts only a tabindex
+        // as focusable content of the scrolling box around long lines.
+        EditorView.contentAttributes.of({ "aria-label": label, tabindex: "0" }),
         EditorView.updateListener.of((update) => {
           if (update.docChanged) onChange(update.state.doc.toString());
         }),

@@ -8,10 +8,12 @@
 // file is run here, and its checks run only in the learner's worker, after the learner agrees when the lesson
 // comes from another site.
 import * as M from "../protocol.js";
+import { mayFetch } from "./csp.js";
 import { learnerPool } from "./learner.js";
 import { loadProgress, persistent, saveProgress } from "./store.js";
 
 const SOLUTION_AFTER = 2; // failed checks before "Show the solution" is offered
+const EDITORS_AFTER_MS = 500; // the longest a step's code editors wait for its state to reach the view
 const h = (tag, props = {}, ...children) => {
   const el = document.createElement(tag);
   for (const [k, v] of Object.entries(props)) {
@@ -23,6 +25,14 @@ const h = (tag, props = {}, ...children) => {
   el.append(...children.filter((c) => c !== null && c !== undefined));
   return el;
 };
+
+/** A lesson URL whose origin the page's Content-Security-Policy leaves out (csp.js). */
+class NotAllowed extends Error {
+  constructor(origin) {
+    super(`${origin} is not in the page's connect-src`);
+    this.origin = origin;
+  }
+}
 
 /** Sets the sanitised HTML lessons made (never a file's text itself). */
 const setSafeHtml = (el, html) => {
@@ -38,6 +48,7 @@ export function lessonPanel(site) {
   let current = null; // {key, lesson, source, origin, progress, agreed}
   const agreedOrigins = new Set();
   const editors = new WeakMap(); // a challenge's box -> {getCode, setCode}
+  let editorsToMake = []; // the shown step's code editors, each made once its state is on the view (show)
   // Lesson files (not built-in) opened on this page, by source: an offline copy carries them. The portable file's
   // own (site.carried) open by name.
   const files = new Map();
@@ -148,11 +159,13 @@ export function lessonPanel(site) {
       try {
         url = new URL(ref, location.href);
         if (!["http:", "https:"].includes(url.protocol) && url.origin !== location.origin) throw new Error("not a web address");
+        if (["http:", "https:"].includes(url.protocol) && !mayFetch(url)) throw new NotAllowed(url.origin);
         const resp = await fetch(url);
         if (!resp.ok) throw new Error(`HTTP ${resp.status}`);
         text = await resp.text();
       } catch (e) { // the lesson's file cannot be read: the panel says so, in place of the lesson
-        showProblems(ref, [{ line: 0, message: `could not be read: ${e.message || e}` }]);
+        showProblems(ref, [{ line: 0, message: unreadable(e, url) }]);
+        stats.opens.push({ ref, ok: false, ms: Math.round(performance.now() - t0), at: performance.now() });
         return;
       }
       const origin = url.origin === location.origin ? null : url.origin;
@@ -162,6 +175,24 @@ export function lessonPanel(site) {
     // shownMs: the first step is on the panel; ms: its state has reached the app's view too.
     stats.opens.push({ ref, ok, ms: Math.round(performance.now() - t0), shownMs: Math.round(stats.shownAt - t0),
       at: performance.now() });
+  }
+
+  /** Why a lesson file could not be read, in words for the learner (and for the site's host). */
+  function unreadable(e, url) {
+    if (e instanceof NotAllowed) {
+      return site.offline
+        ? `This offline copy fetches nothing from the web, so no lesson from ${e.origin}: download the lesson file ` +
+          "and drop it on the page."
+        : `This site does not let lessons be fetched from ${e.origin}. Its host can allow that origin by building the ` +
+          `site with: python build.py --lesson-origin ${e.origin}. Or download the lesson file and drop it on the page.`;
+    }
+    const detail = e.message || String(e);
+    if (e instanceof TypeError && url && url.origin !== location.origin) {
+      // A network failure, or a site that does not let other pages read its files: the browser does not say which.
+      return `could not be read from ${url.origin}: ${detail}. Is the address right, and does that site let other ` +
+        "sites read it (the header Access-Control-Allow-Origin)?";
+    }
+    return `could not be read: ${detail}`;
   }
 
   /** A lesson file dropped on the page or picked: opened at once (an instructor's live preview). */
@@ -244,6 +275,7 @@ export function lessonPanel(site) {
     const heading = h("h3", { class: "lesson-step-title", tabindex: "-1", text: step.title });
     const parts = [heading];
     if (n === 1 && lesson.intro_html) parts.push(setSafeHtml(h("div", { class: "lesson-prose lesson-intro" }), lesson.intro_html));
+    editorsToMake = [];
     let item = 0;
     for (const block of step.blocks) {
       if (block.kind === "prose") parts.push(setSafeHtml(h("div", { class: "lesson-prose" }), block.html));
@@ -256,6 +288,11 @@ export function lessonPanel(site) {
     keepLessonInUrl();
     if (focus) heading.focus();
     const applied = Object.keys(step.state || {}).length ? applyState(step.state) : Promise.resolve();
+    // The code editors replace their text boxes once the step's state is on the view (or after a moment): made at
+    // once, they would hold this thread while the view's update waits behind them.
+    const toMake = editorsToMake;
+    Promise.race([applied, new Promise((resolve) => setTimeout(resolve, EDITORS_AFTER_MS))])
+      .then(() => toMake.forEach((make) => make()));
     // shownMs: the step is on the panel; ms: its state has reached the app's view too.
     stats.shownAt = performance.now();
     const record = { step: n, shownMs: Math.round(stats.shownAt - t0) };
@@ -285,6 +322,13 @@ export function lessonPanel(site) {
   };
   if ("ResizeObserver" in self) new ResizeObserver(reachable).observe(stepBox);
 
+  /** The formula's characters without its TeX annotation ("5×4"). */
+  function mathText(math) {
+    const copy = math.cloneNode(true);
+    for (const a of copy.querySelectorAll("annotation")) a.remove();
+    return copy.textContent.replace(/\s+/g, " ").trim();
+  }
+
   async function typeset(el) {
     const maths = [...el.querySelectorAll(".math")];
     if (!maths.length) return;
@@ -299,6 +343,9 @@ export function lessonPanel(site) {
       const tex = m.textContent;
       m.innerHTML = lib.renderMath(tex, m.classList.contains("block")); // KaTeX's MathML: the TeX escaped
       m.dataset.typeset = "1";
+      // An option's label names its input; name computation (axe's) takes no text from MathML: its plain text, read.
+      const math = m.querySelector("math");
+      if (math && m.closest("label")) math.setAttribute("aria-label", mathText(math));
     }
     reachable();
   }
@@ -394,14 +441,14 @@ export function lessonPanel(site) {
       else plain.value = text;
       onChange(text);
     };
-    if (libs) {
-      libs.then((lib) => {
-        if (!mount.isConnected && !stepBox.contains(mount)) return;
-        const text = plain.value;
-        mount.replaceChildren();
-        editor = lib.createEditor(mount, text, onChange, label);
-      }, () => undefined);
-    }
+    editorsToMake.push(() => libs?.then((lib) => {
+      if (!mount.isConnected && !stepBox.contains(mount)) return; // the learner has moved on
+      const focused = document.activeElement === plain;
+      const text = plain.value;
+      mount.replaceChildren();
+      editor = lib.createEditor(mount, text, onChange, label);
+      if (focused) editor.focus();
+    }, () => undefined));
     const runButton = h("button", { type: "button", class: "lesson-run" }, "Run");
     const checkButton = h("button", { type: "button", class: "lesson-check" }, "Check");
     const resetButton = h("button", { type: "button", class: "lesson-reset" }, "Start over");

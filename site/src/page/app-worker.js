@@ -141,6 +141,7 @@ export async function startWorker(worker, manifest, mainJs, hold, fallbacks, hoo
       info.heapBytes = msg.heapBytes;
       info.loadedPackages = msg.loaded;
       $("#loading").hidden = true;
+      delete body.dataset.firstView; // the live app has replaced the picture: no longer dimmed (style.css)
       body.dataset.ready = "1";
       hooks.ready(msg);
     },

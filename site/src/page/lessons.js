@@ -46,7 +46,9 @@ export function lessonsWhenReady(worker, manifest) {
       await loadScript(manifest.site.lesson_js);
       const learnerFiles = portable ? async () => workerFiles() : async () => [null, []];
       const carried = portable?.lessons || []; // the lesson files an offline copy was saved with
-      const started = self.slmLessons.start({ worker, manifest, newWorker, learnerFiles, info, body, loadScript, carried });
+      const offline = Boolean(portable); // the portable file: no network (its CSP)
+      const started = self.slmLessons.start({ worker, manifest, newWorker, learnerFiles, info, body, loadScript, carried,
+        offline });
       info.timings.lessonScript = performance.now() - t0;
       return started;
     })();
