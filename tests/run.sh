@@ -134,18 +134,7 @@ if [ $named = 1 ]; then
   part "tests" "$@"
 else
   part "unit tests (slm)" "$@" tests --ignore=tests/playground --ignore=tests/site
-  # The app and browser parts side by side: much of each is waiting (on a page, a watchdog, a server), which the
-  # other's work fills. The app part's output is held and printed after the browser part's; each part's time is
-  # its own (start to end), so they add up to more than the wall time.
-  held=$(mktemp -d)
-  (part "app tests (panel serve)" "$@" tests/playground > "$held/out" 2>&1
-   printf '%s\n' "${times[-1]}" > "$held/time"; echo $failed > "$held/failed") &
-  app=$!
+  part "app tests (panel serve)" "$@" tests/playground
   part "browser tests (site)" "$@" tests/site
-  wait $app || true
-  cat "$held/out"
-  times+=("$(cat "$held/time")")
-  [ "$(cat "$held/failed" 2>/dev/null || echo 1)" = 0 ] || failed=1
-  rm -rf "$held"
 fi
 exit $failed
