@@ -380,14 +380,45 @@ def test_an_embedded_lesson_posts_its_events_to_the_course_page(engines: Engines
                          "step_id": lesson.steps[0].id, "item": 0, "kind": "choice", "correct": True}]
 
 
-def test_the_portable_file_opens_a_builtin_lesson_and_runs_code_offline(engines: Engines, vendored_site: Path,
-                                                                       tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_embed_page_runs_a_lesson_on_a_phone(engines: Engines, engine: str, vendored_site: Path) -> None:
+    """embed.html?lesson=… in every engine, 360 px wide (WebKit's narrowest window is ~450 px): the panel sits
+    above the view, nothing is wider than the screen, axe finds nothing critical or serious, and a right answer is
+    marked right. (Framed by a course page on another origin, with the events it posts: the test above, Chromium.)"""
+    lesson = lessons.load_builtin("1-the-block")
+    question = next(b for b in lesson.steps[0].blocks if b.kind == "choice")
+    right = next(i for i, o in enumerate(question.options) if o.correct)
+    with serve(vendored_site) as url, engines.page(engine) as page:
+        page.resize(360, 800)
+        page.open(url + "embed.html?lesson=1-the-block")
+        assert page.evaluate("document.body.dataset.ready") == "1", (page.text("#error"), page.console)
+        page.wait_js("window.siteInfo.lesson?.opens.length > 0", timeout_s=60)
+        page.wait_js("document.querySelector('#lesson .math math') !== null", timeout_s=60)
+        width = page.evaluate("innerWidth")
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+        panel, app = page.evaluate("['#lesson', '#app'].map((s) => document.querySelector(s)"
+                                   ".getBoundingClientRect()).map((r) => [r.top, r.bottom])")
+        assert panel[1] <= app[0] + 1, (panel, app)  # stacked: the panel above the view
+        for context in ("#lesson", None):
+            found = serious_axe(page, context)
+            assert not found, json.dumps(found, indent=1)
+        page.screenshot("lesson-embed-phone")
+        options = "#lesson .lesson-question .lesson-option input"
+        page.evaluate(f"(i) => document.querySelectorAll('{options}')[i].click()", right)
+        page.click("#lesson button.lesson-answer")
+        page.wait_js("document.querySelector('#lesson .lesson-feedback.right') !== null", timeout_s=20)
+        assert page.text("#lesson .lesson-progress-text").startswith("1 of ")
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_portable_file_opens_a_builtin_lesson_and_runs_code_offline(engines: Engines, engine: str,
+                                                                       vendored_site: Path, tmp_path: Path) -> None:
     """"Save for offline use" carries the built-in lessons, the panel and its editor: the single file, opened from
     disk with every request off the machine refused, opens a lesson at a challenge and runs code; a lesson URL is
-    answered with what to do instead (Chromium)."""
+    answered with what to do instead. In every engine."""
     portable = tmp_path / "transformer-playground.html"
     portable.write_bytes((vendored_site / "build" / "transformer-playground.html").read_bytes())
-    with engines.page("chromium") as page:
+    with engines.page(engine, local=False) as page:
         page.open(portable.as_uri() + "?lesson=1-the-block&step=2")
         assert page.evaluate("document.body.dataset.ready") == "1", (page.text("#error"), page.console)
         page.wait_js("document.querySelector('#lesson .cm-content') !== null", timeout_s=60)
