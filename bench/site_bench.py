@@ -318,6 +318,7 @@ def visit(browser, url: str, ready_js: str, warm_runs: int, network: dict | None
     page.goto(url)
     result["cold"] = page.wait_for_function(ready_js, timeout=300_000, polling=20).json_value()
     result["first_chart"] = page.evaluate("window.siteInfo?.timings?.firstView ?? null") or result["cold"]
+    result["cold_stages"] = page.evaluate("window.siteInfo || null")
     page.wait_for_timeout(1500)  # let the service worker finish storing what it fetched
     # The site's next visit starts from the memory snapshot this one leaves behind (site/snapshot.js): wait
     # until it is stored, as a returning visitor would find it.

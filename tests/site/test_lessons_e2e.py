@@ -380,11 +380,47 @@ def test_an_embedded_lesson_posts_its_events_to_the_course_page(engines: Engines
                          "step_id": lesson.steps[0].id, "item": 0, "kind": "choice", "correct": True}]
 
 
+SAME_ORIGIN_ANSWER = """(right) => {
+  const doc = document.querySelector("#lesson").contentDocument;
+  doc.querySelectorAll("#lesson .lesson-question .lesson-option input")[right].click();
+  doc.querySelector("#lesson button.lesson-answer").click();
+}"""
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_an_embedded_lesson_posts_its_events_in_every_engine(engines: Engines, engine: str, vendored_site: Path,
+                                                              tmp_path: Path) -> None:
+    """The same event in every engine: the course page frames embed.html from a sub-path of its own host (the test
+    scripts the frame through contentDocument, which the engines' drivers reach only on one origin; another origin's
+    frame is the test above, Chromium). A wrong answer posts correct: false, then the right one correct: true."""
+    lesson = lessons.load_builtin("1-the-block")
+    question = next(b for b in lesson.steps[0].blocks if b.kind == "choice")
+    right = next(i for i, o in enumerate(question.options) if o.correct)
+    wrong = next(i for i, o in enumerate(question.options) if not o.correct)
+    (tmp_path / "site").symlink_to(vendored_site, target_is_directory=True)
+    (tmp_path / "course.html").write_text(COURSE_PAGE.format(src="site/embed.html?lesson=1-the-block"))
+    with serve(tmp_path) as course, engines.page(engine) as page:
+        page.goto(course + "course.html")
+        frame = "document.querySelector('#lesson').contentDocument"
+        page.wait_js(f"{frame}?.body?.dataset.ready || {frame}?.body?.dataset.error", timeout_s=180)
+        assert page.evaluate(f"{frame}.body.dataset.ready") == "1", page.evaluate(f"{frame}.body.innerText")
+        page.wait_js("document.querySelector('#lesson').contentWindow.siteInfo.lesson?.opens.length > 0",
+                     timeout_s=60)
+        for option, count in ((wrong, 1), (right, 2)):
+            page.evaluate(SAME_ORIGIN_ANSWER, option)
+            page.wait_js(f"window.received.length >= {count}", timeout_s=30)
+        events = page.evaluate("window.received")
+        page.screenshot("lesson-course-page")
+    expected = {"type": "slm-lesson-question", "lesson": "1-the-block", "step": 1, "step_id": lesson.steps[0].id,
+                "item": 0, "kind": "choice"}
+    assert events == [{**expected, "correct": False}, {**expected, "correct": True}]
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 def test_the_embed_page_runs_a_lesson_on_a_phone(engines: Engines, engine: str, vendored_site: Path) -> None:
     """embed.html?lesson=… in every engine, 360 px wide (WebKit's narrowest window is ~450 px): the panel sits
     above the view, nothing is wider than the screen, axe finds nothing critical or serious, and a right answer is
-    marked right. (Framed by a course page on another origin, with the events it posts: the test above, Chromium.)"""
+    marked right. (Framed by a course page, with the events it posts: the two tests above.)"""
     lesson = lessons.load_builtin("1-the-block")
     question = next(b for b in lesson.steps[0].blocks if b.kind == "choice")
     right = next(i for i, o in enumerate(question.options) if o.correct)
