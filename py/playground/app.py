@@ -163,6 +163,7 @@ class Playground:
         self.root = pn.Column(sizing_mode="stretch_width", max_width=1600, css_classes=["pg-root"])
         # start_building_hidden()'s task, kept here: the event loop holds only a weak reference to it.
         self._hidden_task: asyncio.Future | None = None
+        self._restore_task: asyncio.Future | None = None  # restore_models(), started with it
         self._last_change = 0.0  # time.monotonic() of the state's last change: the background building waits
         for part in (state, *self.settings.values()):
             part.param.watch(self._note_change, [name for name in part.param if name != "name"])
@@ -285,12 +286,15 @@ class Playground:
         generation streams: in the static site the app's one Python thread also runs the learner's first actions
         (typing, then Generate a moment later), which then wait at most for one view instead of all of them, and
         a view's patch (the page lays it out for ~0.2 s) does not land in the middle of a token stream. Nor while
-        the Train view trains: views the learner has not opened would slow the run they are watching. With a
-        lesson open, only the views its steps show (`lesson_views`): its Back and Next would otherwise wait
-        for views it never opens. Used by the site after 'ready'."""
+        the Train view trains: views the learner has not opened would slow the run they are watching. Nor while a
+        model is being opened (the kept models and a link's Hub model after 'ready', files picked): views built
+        for the model shown then would be built again for the new one, and slow its opening. With a lesson open,
+        only the views its steps show (`lesson_views`): its Back and Next would otherwise wait for views it never
+        opens. Used by the site after 'ready'."""
         while True:
             await asyncio.sleep(pause)
-            while self.state.generating or self._training() or time.monotonic() - self._last_change < quiet:
+            while (self.state.generating or self._training() or self._opening()
+                   or time.monotonic() - self._last_change < quiet):
                 await asyncio.sleep(pause)
             wanted = VIEW_CLASSES if self.lesson_views is None else self.lesson_views
             name = next((name for name in wanted if not self.views.built(name)), None)
@@ -304,6 +308,9 @@ class Playground:
         self.lesson_views = list(views)
         if self._hidden_task is not None and self._hidden_task.done():
             self._hidden_task = asyncio.ensure_future(self.build_hidden_stepwise())
+
+    def _opening(self) -> bool:
+        return self.shelf.busy or (self._restore_task is not None and not self._restore_task.done())
 
     def _training(self) -> bool:
         return any(self.views.built(name) and getattr(self.views[name], busy)

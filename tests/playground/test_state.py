@@ -292,6 +292,27 @@ def test_the_site_builds_hidden_views_when_it_says_so():
     run(check())  # in its own thread: the browser tests' Playwright keeps a loop in this one
 
 
+def test_hidden_views_wait_while_a_model_is_being_opened():
+    """While the shelf opens a model (a link's Hub model, files picked), the background building builds no view:
+    each would be built for the model shown and then again for the new one. Once the shelf is done, it goes on."""
+    import asyncio
+
+    from playground.app import create_app
+
+    async def check() -> None:
+        playground = create_app(build_hidden_on_load=False)
+        playground.shelf.busy = True
+        task = playground.start_building_hidden()
+        await asyncio.sleep(1.0)  # the building's own pauses (0.05 s) and quiet time (0.3 s) several times over
+        assert len(playground.content.objects) == 1 and not task.done()
+        playground.shelf.busy = False
+        while playground.hidden_views_pending:
+            await asyncio.sleep(0.01)
+        assert len(playground.content.objects) == len(playground.views)
+
+    run(check())  # in its own thread: the browser tests' Playwright keeps a loop in this one
+
+
 @pytest.mark.parametrize("model_name, prompt", [("shipped", "the cat chased the dogs because they were"),
                                                 ("lesson", "the cat was tired")])
 def test_model_map_numbers_equal_the_residual_views(model_name, prompt):
