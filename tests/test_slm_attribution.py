@@ -70,6 +70,20 @@ def test_logit_lens_last_row_is_the_prediction(placement):
     assert not np.allclose(lens[0].probs, trace.probs)
 
 
+@pytest.mark.parametrize("placement", ["pre", "post"])
+def test_logit_lens_at_one_position_is_that_row_of_the_whole_lens(placement):
+    """With `position`, every stage's row comes from one product over the stacked rows: the same numbers."""
+    model = _model(norm_placement=placement)
+    trace = model.forward(np.array([3, 1, 4, 1, 5]))
+    whole = attribution.logit_lens(model, trace)
+    for position in (0, 2, 4):
+        one = attribution.logit_lens(model, trace, position)
+        assert [row.stage for row in one] == [row.stage for row in whole]
+        for a, b in zip(one, whole, strict=True):
+            assert a.probs.shape == (1, b.probs.shape[-1])
+            np.testing.assert_allclose(a.probs[0], b.probs[position], rtol=1e-12, atol=1e-15)
+
+
 def test_residual_norms_by_hand():
     model = _model()
     trace = model.forward(np.array([1, 2]))

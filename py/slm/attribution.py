@@ -98,10 +98,12 @@ def logit_lens(model: Model, trace: Trace, position: int | None = None) -> list[
     """What the model would predict if the residual stopped at each stage: the final norm (pre-norm models) and
     the unembedding applied early. The last row equals the model's own prediction. `position`: that row only
     (probs of shape (1, V)), which a large vocabulary needs (one unembedding per stage instead of T)."""
-    rows = []
-    for name, residual in residual_stages(trace):
-        if position is not None:
-            residual = residual[..., [position], :]
-        final = model.norm("norm_f", residual) if model.cfg.norm_placement == "pre" else residual
-        rows.append(LensRow(name, softmax(final @ model.unembedding())))
-    return rows
+    stages = residual_stages(trace)
+    pre = model.cfg.norm_placement == "pre"
+    if position is None:
+        return [LensRow(name, softmax((model.norm("norm_f", r) if pre else r) @ model.unembedding()))
+                for name, r in stages]
+    # Every stage's row in one product: a (d, V) unembedding of 50k columns is then read once, not once a stage.
+    rows = np.concatenate([r[..., [position], :] for _, r in stages], axis=-2)
+    probs = softmax((model.norm("norm_f", rows) if pre else rows) @ model.unembedding())
+    return [LensRow(name, probs[..., [k], :]) for k, (name, _) in enumerate(stages)]
