@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .layers import softmax
+from .layers import linear, softmax
 from .model import Model, Trace
 
 
@@ -101,9 +101,10 @@ def logit_lens(model: Model, trace: Trace, position: int | None = None) -> list[
     stages = residual_stages(trace)
     pre = model.cfg.norm_placement == "pre"
     if position is None:
-        return [LensRow(name, softmax((model.norm("norm_f", r) if pre else r) @ model.unembedding()))
+        return [LensRow(name, softmax(linear(model.norm("norm_f", r) if pre else r, model.unembedding())))
                 for name, r in stages]
-    # Every stage's row in one product: a (d, V) unembedding of 50k columns is then read once, not once a stage.
+    # Every stage's row in one product (in the page, the SIMD kernel's, as the model's own logits): a (d, V)
+    # unembedding of 50k columns is then read once, not once a stage.
     rows = np.concatenate([r[..., [position], :] for _, r in stages], axis=-2)
-    probs = softmax((model.norm("norm_f", rows) if pre else rows) @ model.unembedding())
+    probs = softmax(linear(model.norm("norm_f", rows) if pre else rows, model.unembedding()))
     return [LensRow(name, probs[..., [k], :]) for k, (name, _) in enumerate(stages)]
