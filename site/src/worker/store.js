@@ -1,10 +1,15 @@
 // The models a learner trained or loaded, kept across visits in IndexedDB ("slm-models"), for the app's Python:
 // `await js.slmStore.put(key, bytes, name)` (py/playground/storage.py). Two object stores, so that list() reads no
-// model's bytes: "meta" ({key, name, bytes: size, saved: ms}) and "data" (key -> Uint8Array). Where IndexedDB is
+// model's bytes: "meta" ({key, name, bytes: size, saved: ms, parts?: n}) and "data" (key -> Uint8Array; a model
+// larger than PART_BYTES as n parts, partKey(key, i) -> Uint8Array: Chromium refuses a value over ~133 MB, and a
+// 124M-parameter model is 500 MB). Where IndexedDB is
 // missing or refused (an opaque origin: the portable file, a sandboxed iframe; some private windows) available()
 // is false and put() rejects with an Error that says so; list() and get() then answer from `embeddedModels`, the
 // models the portable file was saved with ([{key, name, bytes, saved, data: Uint8Array}]).
 const MODEL_DB = "slm-models";
+export const PART_BYTES = 64 * 2 ** 20;
+const partKey = (key, i) => `${key}\u0000${String(i).padStart(4, "0")}`; // sorts after the key, in part order
+const partsOf = (key) => IDBKeyRange.bound(`${key}\u0000`, `${key}\u0000\uffff`);
 
 export function modelStore(embeddedModels = [], persistent = true) {
   let opening = null;
@@ -33,15 +38,33 @@ export function modelStore(embeddedModels = [], persistent = true) {
         "A page opened from a file, a sandboxed frame or a private window has none; download the model instead.");
     }
   };
-  // One transaction; resolves with `request`'s result once it has committed.
+  // One transaction; resolves once it has committed with what `work(tx)` returned: a request's result, or the
+  // value of a function called then.
   const run = async (stores, mode, work) => {
     const tx = (await db()).transaction(stores, mode);
-    const request = work(tx);
-    return new Promise((resolve, reject) => {
-      tx.oncomplete = () => resolve(request?.result);
+    const committed = new Promise((resolve, reject) => {
+      tx.oncomplete = resolve;
       tx.onerror = () => reject(tx.error);
       tx.onabort = () => reject(tx.error || new Error("the model store's transaction was aborted"));
     });
+    committed.catch(() => undefined); // awaited below
+    let got;
+    try {
+      got = work(tx);
+    } catch (e) {
+      // A request refused at once ends the transaction, and the next call on it throws: report why it ended.
+      try {
+        tx.abort();
+      } catch {
+        // already ended
+      }
+      await committed.catch((why) => {
+        throw why || e;
+      });
+      throw e;
+    }
+    await committed;
+    return typeof got === "function" ? got() : got?.result;
   };
   const fromEmbedded = (key) => embeddedModels.find((m) => m.key === key);
   let usable = null;
@@ -61,23 +84,42 @@ export function modelStore(embeddedModels = [], persistent = true) {
     },
     async get(key) {
       if (await this.available()) {
-        const data = await run(["data"], "readonly", (tx) => tx.objectStore("data").get(key));
+        const data = await run(["meta", "data"], "readonly", (tx) => {
+          const store = tx.objectStore("data");
+          const whole = store.get(key);
+          const parts = [];
+          const meta = tx.objectStore("meta").get(key);
+          meta.onsuccess = () => {
+            for (let i = 0; i < (meta.result?.parts || 0); i++) parts.push(store.get(partKey(key, i)));
+          };
+          return () => whole.result ?? (parts.length ? asBytes(parts.map((r) => r.result)) : undefined);
+        });
         if (data) return data;
       }
       const model = fromEmbedded(key);
       return model ? model.data.slice() : null;
     },
     async put(key, bytes, name) {
-      const data = asBytes(bytes); // copied now: a view of Python's memory may move once this awaits
-      const meta = { key: String(key), name: String(name ?? key), bytes: data.byteLength, saved: Date.now() };
+      const parts = asParts(bytes); // copied now: a view of Python's memory may move once this awaits
+      const size = parts.reduce((n, part) => n + part.byteLength, 0);
+      const meta = { key: String(key), name: String(name ?? key), bytes: size, saved: Date.now() };
+      if (parts.length > 1) meta.parts = parts.length;
       await run(["meta", "data"], "readwrite", (tx) => {
-        tx.objectStore("data").put(data, meta.key);
+        const store = tx.objectStore("data");
+        store.delete(partsOf(meta.key)); // an earlier model of this name may have had more parts
+        if (parts.length > 1) {
+          store.delete(meta.key);
+          parts.forEach((part, i) => store.put(part, partKey(meta.key, i)));
+        } else {
+          store.put(parts[0], meta.key);
+        }
         return tx.objectStore("meta").put(meta);
       });
     },
     async remove(key) {
       await run(["meta", "data"], "readwrite", (tx) => {
         tx.objectStore("data").delete(key);
+        tx.objectStore("data").delete(partsOf(key));
         return tx.objectStore("meta").delete(key);
       });
     },
@@ -107,6 +149,28 @@ export function asBytes(value) {
     }
   }
   throw new TypeError(`slmStore.put: the model's bytes must be a Uint8Array, not ${Object.prototype.toString.call(value)}`);
+}
+
+/** The bytes (as asBytes takes them) copied into parts of at most `size` bytes: one part, if they fit in it. */
+export function asParts(value, size = PART_BYTES) {
+  const chunks = Array.isArray(value) && value.every((chunk) => ArrayBuffer.isView(chunk)) ? value : [asBytes(value)];
+  const total = chunks.reduce((n, chunk) => n + chunk.byteLength, 0);
+  if (chunks.length === 1 && total <= size && chunks[0] !== value) return chunks; // asBytes' copy
+  const parts = [];
+  for (let left = total; left > 0 || !parts.length; left -= size) parts.push(new Uint8Array(Math.min(size, left)));
+  let at = 0;
+  for (const chunk of chunks) {
+    let bytes = new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+    while (bytes.byteLength) {
+      const part = parts[Math.floor(at / size)];
+      const offset = at % size;
+      const n = Math.min(bytes.byteLength, part.byteLength - offset);
+      part.set(bytes.subarray(0, n), offset);
+      bytes = bytes.subarray(n);
+      at += n;
+    }
+  }
+  return parts;
 }
 
 /** The store's models with their bytes ([{key, name, bytes, saved, data: Uint8Array}]), for portable.js. */
