@@ -57,12 +57,17 @@ class BrowserStore:
         return [dict(item) for item in items.to_py()]
 
     async def get(self, key: str) -> bytearray | None:
-        """The stored bytes, copied once into a bytearray (Model.load(in_place=True) keeps its weights there)."""
-        data = await self.js.get(key)
-        if data is None:
+        """The stored bytes, copied once into a bytearray (Model.load(in_place=True) keeps its weights there), a
+        stored part at a time."""
+        parts = await self.js.getParts(key)
+        if parts is None:
             return None
-        out = bytearray(data.byteLength)
-        data.assign_to(out)
+        out = bytearray(sum(int(part.byteLength) for part in parts))
+        view, at = memoryview(out), 0
+        for part in parts:
+            n = int(part.byteLength)
+            part.assign_to(view[at:at + n])
+            at += n
         return out
 
     async def put(self, key: str, data: bytes, name: str) -> None:

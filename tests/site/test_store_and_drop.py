@@ -69,23 +69,34 @@ LARGE_JS = """async (mb) => {
   const back = await slmStore.get("big");
   let wrong = back ? back.length !== n : true;
   for (let i = 0; !wrong && i < n; i += 1) wrong = back[i] !== (i * 7) % 251;
+  const partSizes = (await slmStore.getParts("big")).map((part) => part.byteLength);
+  // The app's Python reads it a part at a time into one bytearray (py/playground/storage.py).
+  const python = await sitePyodide.runPythonAsync(`
+from playground import storage
+data = await storage.store().get("big")
+[len(data), all(data[i] == (i * 7) % 251 for i in range(0, len(data), 9973)), data[-1] == (len(data) - 1) * 7 % 251]
+`);
+  const fromPython = python.toJs();
+  python.destroy();
   await slmStore.put("big", [Uint8Array.of(5, 6)], "big model");  // kept again under its name, smaller
   const small = (await slmStore.get("big")).join();
   await slmStore.remove("big");
-  return { put, bytes: listed?.bytes, parts: listed?.parts, wrong, small, after: await slmStore.get("big") };
+  return { put, bytes: listed?.bytes, parts: listed?.parts, partSizes, wrong, fromPython, small,
+           after: await slmStore.get("big") };
 }"""
 
 
 def test_a_model_over_chromiums_value_limit_is_kept_in_parts(browser: object,
                                                              fake_vendored_site: tuple[Path, str]) -> None:
     """Chromium's IndexedDB refuses a value over ~133 MB ("The serialized keys and/or value are too large"), and
-    GPT-2 small is 500 MB: a model of 200 MB is kept in parts, read back byte for byte, replaced by a smaller one
-    of the same name, and removed with its parts."""
+    GPT-2 small is 500 MB: a model of 200 MB is kept in parts, read back byte for byte (in JS, and by the app's
+    Python a part at a time), replaced by a smaller one of the same name, and removed with its parts."""
     with serve(fake_vendored_site[0]) as url, Visit(browser, url) as visit:
         visit.open()
         result = app_worker(visit).evaluate(LARGE_JS, 200)
-    assert result == {"put": None, "bytes": 200_000_000, "parts": 3, "wrong": False, "small": "5,6",
-                      "after": None}, result
+    part = 64 * 2**20  # site/src/worker/store.js PART_BYTES
+    assert result == {"put": None, "bytes": 200_000_000, "parts": 3, "partSizes": [part, part, 200_000_000 - 2 * part],
+                      "wrong": False, "fromPython": [200_000_000, True, True], "small": "5,6", "after": None}, result
 
 
 def portable_with_a_model(browser: object, site: Path, folder: Path) -> Path:

@@ -83,6 +83,12 @@ export function modelStore(embeddedModels = [], persistent = true) {
       return [...embedded.filter((m) => !stored.some((s) => s.key === m.key)), ...stored];
     },
     async get(key) {
+      const parts = await this.getParts(key);
+      return parts && (parts.length === 1 ? parts[0] : asBytes(parts));
+    },
+    // The model's bytes as stored, one or more Uint8Arrays in order (Python copies each into its heap: no joined
+    // copy of a 500 MB model in JS), or null.
+    async getParts(key) {
       if (await this.available()) {
         const data = await run(["meta", "data"], "readonly", (tx) => {
           const store = tx.objectStore("data");
@@ -92,12 +98,12 @@ export function modelStore(embeddedModels = [], persistent = true) {
           meta.onsuccess = () => {
             for (let i = 0; i < (meta.result?.parts || 0); i++) parts.push(store.get(partKey(key, i)));
           };
-          return () => whole.result ?? (parts.length ? asBytes(parts.map((r) => r.result)) : undefined);
+          return () => (whole.result ? [whole.result] : parts.length ? parts.map((r) => r.result) : undefined);
         });
         if (data) return data;
       }
       const model = fromEmbedded(key);
-      return model ? model.data.slice() : null;
+      return model ? [model.data.slice()] : null;
     },
     async put(key, bytes, name) {
       const parts = asParts(bytes); // copied now: a view of Python's memory may move once this awaits
