@@ -49,6 +49,7 @@ FIREFOXES = {"firefox": FIREFOX,
              "firefox140": ROOT / ".cache" / "firefox-esr-140" / "usr" / "lib" / "firefox-esr" / "firefox-esr"}
 FIREFOX_DRIVER = Path(__file__).with_name("firefox_driver.mjs")
 WEBKIT_DRIVER = "/usr/bin/WebKitWebDriver"
+WEBKIT_SESSION_S = 60  # a new WebKit session starts in 1-10 s, also on a loaded machine
 # Debian's libwebkit2gtk-4.1-0 puts MiniBrowser under the architecture's library folder.
 MINIBROWSER = next(iter(sorted(Path("/usr/lib").glob("*/webkit2gtk-4.1/MiniBrowser"))),
                    Path("/usr/lib/x86_64-linux-gnu/webkit2gtk-4.1/MiniBrowser"))
@@ -405,7 +406,20 @@ class WebKitPage(Page):
         proxy = f"http://{refuser.address}"
         env = {**os.environ, "DISPLAY": display, "http_proxy": proxy, "https_proxy": proxy,
                "no_proxy": "127.0.0.1,localhost"}
-        self.driver = webdriver.WebKitGTK(options=options, service=Service(executable_path=WEBKIT_DRIVER, env=env))
+        for attempt in (1, 2):
+            service = Service(executable_path=WEBKIT_DRIVER, env=env)
+            # WebKitWebDriver at times never answers the new-session request (no MiniBrowser started), and Selenium
+            # waits without a limit: the driver is then stopped, which fails the request, and started once more.
+            timer = threading.Timer(WEBKIT_SESSION_S, lambda service=service: _stop_quietly(service))
+            timer.start()
+            try:
+                self.driver = webdriver.WebKitGTK(options=options, service=service)
+                break
+            except Exception:
+                if attempt == 2:
+                    raise
+            finally:
+                timer.cancel()
         self.driver.set_window_size(WIDTH, HEIGHT)
         self.driver.set_script_timeout(120)
 
@@ -456,6 +470,11 @@ class WebKitPage(Page):
 
 
 # -------------------------------------------------------------------------------------------- all of them
+
+
+def _stop_quietly(service: object) -> None:
+    with contextlib.suppress(Exception):  # not started yet, or already gone
+        service.stop()  # type: ignore[attr-defined]
 
 
 class Engines:
