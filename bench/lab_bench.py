@@ -252,18 +252,24 @@ def text_run(browser, url: str) -> dict:
     return {"text_0.2_s": reached, "text_step": step}
 
 
-def own_run(browser, url: str, files: list[list[str]]) -> dict:
+def drop_and_show(browser, page_url: str, files: list[list[str]], timeout_ms: int = 180_000) -> tuple:  # noqa: ANN001
+    """A fresh page at `page_url` with every view built and `files` ([name, url]) dropped on it: its context, the
+    page, and the seconds from the drop to the model in the selector and the worker idle."""
     context = browser.new_context(viewport={"width": 1280, "height": 1000})
     page = context.new_page()
-    page.goto(url + "?view=map")
+    page.goto(page_url)
     page.wait_for_function("() => document.body.dataset.ready === '1'", timeout=180_000)
     page.wait_for_function("() => document.body.dataset.views === 'built'", timeout=180_000)
     start = time.monotonic()
     page.evaluate(DROP_JS, files)
     page.get_by_label("Model", exact=True).locator("option", has_text="loaded:").wait_for(state="attached",
-                                                                                        timeout=180_000)
-    page.wait_for_function("() => document.body.dataset.worker !== 'busy'", timeout=180_000)
-    shown = time.monotonic() - start
+                                                                                        timeout=timeout_ms)
+    page.wait_for_function("() => document.body.dataset.worker !== 'busy'", timeout=timeout_ms)
+    return context, page, time.monotonic() - start
+
+
+def own_run(browser, url: str, files: list[list[str]]) -> dict:  # noqa: ANN001
+    context, page, shown = drop_and_show(browser, url + "?view=map", files)
     edits = []
     for i in range(3):
         start = time.monotonic()

@@ -26,7 +26,7 @@ import urllib.parse
 from pathlib import Path
 
 from hub_bench import REPO, checkpoint, settle, visit
-from lab_bench import DROP_JS
+from lab_bench import drop_and_show
 
 from sitebuild.serve import serving
 from testkit.engines import CHROMIUM
@@ -65,17 +65,8 @@ VIEWS_PY = "from playground.app import VIEW_CLASSES\n[v for v in VIEW_CLASSES if
 def drop_run(browser, url: str, files: list[list[str]]) -> tuple[float, float]:  # noqa: ANN001 - a Playwright browser
     """Seconds from the drop to the model in the selector and the worker idle; from a visit of the model's link
     (`model=`, once it is kept) to the model shown again."""
-    context = browser.new_context(viewport={"width": 1280, "height": 1000})
-    page = context.new_page()
-    page.goto(url + "index.html?view=map")
-    page.wait_for_function("() => document.body.dataset.ready === '1'", timeout=180_000)
-    page.wait_for_function("() => document.body.dataset.views === 'built'", timeout=180_000)
-    start = time.monotonic()
-    page.evaluate(DROP_JS, files)
-    page.get_by_label("Model", exact=True).locator("option", has_text="loaded:").wait_for(state="attached",
-                                                                                        timeout=300_000)
-    page.wait_for_function("() => document.body.dataset.worker !== 'busy'", timeout=300_000)
-    shown = time.monotonic() - start
+    context, page, shown = drop_and_show(browser, url + "index.html?view=map", files, timeout_ms=300_000)
+    start = time.monotonic() - shown  # the drop
     worker = next(w for w in page.workers if w.url.endswith("/worker.js"))
     model = worker.evaluate("() => self.siteNamespace.get('playground').state.model_name")
     # Then kept in the browser's storage (the status says so once the write is done).
