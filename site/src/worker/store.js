@@ -135,15 +135,7 @@ export function modelStore(embeddedModels = [], persistent = true) {
 // A copy of the bytes given as a Uint8Array (or another view, an ArrayBuffer, a PyProxy of a Python buffer, or an
 // array of views joined: Python writes a model in chunks, so that it never sits whole in the wasm heap).
 export function asBytes(value) {
-  if (Array.isArray(value) && value.every((chunk) => ArrayBuffer.isView(chunk))) {
-    const out = new Uint8Array(value.reduce((n, chunk) => n + chunk.byteLength, 0));
-    let at = 0;
-    for (const chunk of value) {
-      out.set(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength), at);
-      at += chunk.byteLength;
-    }
-    return out;
-  }
+  if (Array.isArray(value) && value.every((chunk) => ArrayBuffer.isView(chunk))) return asParts(value, Infinity)[0];
   if (value instanceof ArrayBuffer) return new Uint8Array(value.slice(0));
   if (ArrayBuffer.isView(value)) return new Uint8Array(value.buffer.slice(value.byteOffset, value.byteOffset + value.byteLength));
   if (typeof value?.getBuffer === "function") {
@@ -159,9 +151,10 @@ export function asBytes(value) {
 
 /** The bytes (as asBytes takes them) copied into parts of at most `size` bytes: one part, if they fit in it. */
 export function asParts(value, size = PART_BYTES) {
-  const chunks = Array.isArray(value) && value.every((chunk) => ArrayBuffer.isView(chunk)) ? value : [asBytes(value)];
+  const joined = Array.isArray(value) && value.every((chunk) => ArrayBuffer.isView(chunk));
+  const chunks = joined ? value : [asBytes(value)];
   const total = chunks.reduce((n, chunk) => n + chunk.byteLength, 0);
-  if (chunks.length === 1 && total <= size && chunks[0] !== value) return chunks; // asBytes' copy
+  if (!joined && total <= size) return chunks; // asBytes' copy is the one part
   const parts = [];
   for (let left = total; left > 0 || !parts.length; left -= size) parts.push(new Uint8Array(Math.min(size, left)));
   let at = 0;
