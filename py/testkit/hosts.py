@@ -56,13 +56,29 @@ class GzipHandler(PlainHandler):
 
 
 class Stall:
-    """A fault for `hosted`: requests for paths ending in `suffix` get their headers and half their bytes, then
-    nothing until `release()` (the connection then closes): a download that stops moving."""
+    """A fault for `hosted`: requests for paths ending in `suffix` (the first `times` of them, or all) get their
+    headers and half their bytes, then nothing until `release()` (the connection then closes): a download that stops
+    moving."""
 
-    def __init__(self, suffix: str) -> None:
+    def __init__(self, suffix: str, times: int | None = None) -> None:
         self.suffix = suffix
+        self.times = times
         self.released = threading.Event()
+        self.lock = threading.Lock()
         self.stalled: list[str] = []
+        self.served: list[str] = []  # requests for the path answered in full (after the first `times`)
+
+    def stalls(self, path: str) -> bool:
+        """Whether this request stalls; noted before any byte is written (writing half of a large file blocks until
+        the browser reads it, which it may not do before its watchdog has given up)."""
+        if not path.split("?")[0].endswith(self.suffix) or self.released.is_set():
+            return False
+        with self.lock:
+            if self.times is not None and len(self.stalled) >= self.times:
+                self.served.append(path)
+                return False
+            self.stalled.append(path)
+            return True
 
     def release(self) -> None:
         self.released.set()
@@ -71,16 +87,13 @@ class Stall:
 def stalling(handler: type[PlainHandler], stall: Stall) -> type[PlainHandler]:
     class Stalling(handler):  # type: ignore[misc, valid-type]
         def send_head(self):  # noqa: ANN201 - the base class's signature
-            if not self.path.split("?")[0].endswith(stall.suffix) or stall.released.is_set():
+            if not stall.stalls(self.path):
                 return super().send_head()
             body = Path(self.translate_path(self.path)).read_bytes()
             self.send_response(200)
             self.send_header("Content-Type", self.guess_type(self.path.split("?")[0]))
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
-            # Noted before the bytes: writing half of a large file blocks until the browser reads it, which it may
-            # not do before its watchdog has given up.
-            stall.stalled.append(self.path)
             with contextlib.suppress(OSError):
                 self.wfile.write(body[: len(body) // 2])
                 self.wfile.flush()

@@ -3,7 +3,7 @@
 // (Cache Storage, not an opaque origin, no ?snapshot=0) and snapshot.js loads. Fallback: start from the packages
 // (and the page has one made for the next visit).
 import { answered, NoAnswer } from "./cache-storage.js";
-import { IMPORT_MS, settledWithin, startPython } from "./runtime.js";
+import { IMPORT_MS, startPython } from "./runtime.js";
 
 /**
  * Starts reading this build's snapshot.
@@ -13,7 +13,7 @@ export async function readSnapshot(ctx, allowed, importSnapshot) {
   if (!ctx.use("memory-snapshot", allowed, "none on this page (?snapshot=0, no Cache Storage, an opaque origin)")) {
     return null;
   }
-  const snapshot = await settledWithin(importSnapshot()); // bounded, as Pyodide's own script (runtime.js)
+  const snapshot = await importSnapshot(); // bounded (runtime.js importing): without it, the start goes on
   if (!snapshot) {
     ctx.paths["memory-snapshot"] = `off: snapshot.js did not load within ${IMPORT_MS / 1000} s`;
     console.warn("[site] starting from the packages: snapshot.js did not load in time");

@@ -4,19 +4,48 @@ import { SiteError } from "../protocol.js";
 
 const PYODIDE_MODULE = "Pyodide's module (build/pyodide/pyodide.mjs)";
 
+// The imports a start waits on are bounded: Firefox under load has left a module worker's dynamic import unsettled,
+// at times without even requesting the file (bench/startup_stress.py; docs/site-log.md).
+export const IMPORT_MS = 10_000;
+
+/** `module` (an import's promise), or null if it has not settled within IMPORT_MS (a failed import still throws). */
+export function settledWithin(module) {
+  let timer;
+  const late = new Promise((resolve) => (timer = setTimeout(() => resolve(null), IMPORT_MS)));
+  return Promise.race([module, late]).finally(() => clearTimeout(timer));
+}
+
 /**
- * A module's import, started at once.
- * @returns {() => Promise<object>} awaits it (a failure: the SiteError naming `what`)
+ * A module's import, started at once. Awaiting it is bounded: an import that has not settled within IMPORT_MS is
+ * made once more under another URL (a module URL is imported once per worker, so the same one would wait on the
+ * same import), if `again`.
+ * @returns {() => Promise<object|null>} awaits it: the module, or null if no try settled in time (a failure: the
+ *   SiteError naming `what`)
  */
-export function importing(url, what, stage = "runtime") {
-  const module = import(url);
-  module.catch(() => undefined); // reported where it is awaited, below
-  return async () => {
+export function importing(url, what, stage = "runtime", again = true) {
+  const first = import(url);
+  first.catch(() => undefined); // reported where it is awaited, below
+  let module = null;
+  const settle = async () => {
     try {
-      return await module;
+      const got = await settledWithin(first);
+      if (got || !again) return got;
+      console.warn(`[site] ${url} did not load within ${IMPORT_MS / 1000} s: importing it again`);
+      return await settledWithin(import(`${url}?again`));
     } catch (e) {
       throw new SiteError(what, String(e.message || e), stage);
     }
+  };
+  return () => (module ??= settle());
+}
+
+/** `importing`, for a module a start cannot go on without: no try settled in time is a failure naming `what`. */
+function required(url, what) {
+  const module = importing(url, what);
+  return async () => {
+    const got = await module();
+    if (!got) throw new SiteError(what, `two imports did not settle within ${IMPORT_MS / 1000} s each`, "runtime");
+    return got;
   };
 }
 
@@ -26,7 +55,7 @@ export function importing(url, what, stage = "runtime") {
  */
 export function pyodideModule(root, embedded) {
   if (embedded) return async () => ({ loadPyodide: self.loadPyodide });
-  return importing(`${root}build/pyodide/pyodide.mjs`, PYODIDE_MODULE);
+  return required(`${root}build/pyodide/pyodide.mjs`, PYODIDE_MODULE);
 }
 
 /** A text file of the site (fetched through network.js); a failure names it, in `stage`. */
@@ -47,29 +76,13 @@ export function fetchLock(ctx) {
   return lock;
 }
 
-// The imports a start waits on are bounded: Firefox under load has left a module worker's dynamic import unsettled,
-// at times without even requesting the file (bench/startup_stress.py; docs/site-log.md).
-export const IMPORT_MS = 10_000;
-
-/** `module` (an import's promise), or null if it has not settled within IMPORT_MS (a failed import still throws). */
-export function settledWithin(module) {
-  let timer;
-  const late = new Promise((resolve) => (timer = setTimeout(() => resolve(null), IMPORT_MS)));
-  return Promise.race([module, late]).finally(() => clearTimeout(timer));
-}
-
 /**
- * pyodide.asm.js, imported here before loadPyodide would import it (it does not when `_createPyodideModule` is
- * defined, as the file defines it). A try that has not settled in time is made again under another URL: a module
- * URL is imported once per worker, so the same one would wait on the same import.
+ * pyodide.asm.js, imported here (bounded: `required`) before loadPyodide would import it: it does not when
+ * `_createPyodideModule` is defined, as the file defines it.
  */
 async function importRuntimeScript(root) {
-  const url = `${root}build/pyodide/pyodide.asm.js`;
-  for (const attempt of [url, `${url}?again`]) {
-    if (typeof self._createPyodideModule === "function") return;
-    if (await settledWithin(import(attempt))) return;
-    console.warn(`[site] ${attempt} did not load within ${IMPORT_MS / 1000} s`);
-  }
+  if (typeof self._createPyodideModule === "function") return;
+  await required(`${root}build/pyodide/pyodide.asm.js`, "Pyodide's runtime script (build/pyodide/pyodide.asm.js)")();
 }
 
 /**

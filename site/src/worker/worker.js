@@ -39,7 +39,7 @@ const ownRoot = fromBlob ? null : new URL("./", self.location.href).href;
 // 'start' (a static import would put snapshot.js's round trip in front of Pyodide's).
 const imports = fromBlob ? null : {
   pyodide: pyodideModule(ownRoot, false),
-  snapshot: importing("./snapshot.js", "Loader (snapshot.js)"),
+  snapshot: importing("./snapshot.js", "Loader (snapshot.js)", "runtime", false), // once: a start goes on without it
 };
 
 // The models the app keeps (store.js); the portable file's replaces it at 'start' with the models it embeds.
@@ -140,6 +140,7 @@ async function makeSnapshot(ctx) {
   const preludeSource = fetchText(ctx, "prelude.py", "App bootstrap", "app");
   const { loadPyodide } = await imports.pyodide();
   const snapshot = await imports.snapshot();
+  if (!snapshot) throw new SiteError("Memory snapshot", "not made: snapshot.js did not load in time");
   const { recorder, options } = snapshot.makeOptions();
   const pyodide = await startPython(ctx, net, loadPyodide, fetchLock(ctx), options);
   await loadPackagesWith(pyodide, net)(ctx.manifest.packages, ctx.labels.packages);
