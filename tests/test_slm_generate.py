@@ -84,6 +84,24 @@ def test_next_logits_are_the_last_rows_logits_of_forward_with_and_without_a_cach
                                rtol=1e-12, atol=1e-12)
 
 
+def test_generations_one_product_of_the_heads_equals_their_writes_added_up():
+    """next_logits adds the heads' writes in one product; a hook on hook_result gets them one by one (per head),
+    and both give the logits forward() gives, step after step of a growing cache."""
+    model = _model(positions="rope", n_kv_heads=2)
+    seen = []
+    reading = [("blocks.1.attn.hook_result", lambda value, hook: seen.append(value.shape))]
+    ids = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+    fused, per_head = slm.KVCache(model.cfg.n_layers), slm.KVCache(model.cfg.n_layers)
+    for t in range(3, len(ids) + 1):
+        new = ids[:t] if t == 3 else ids[t - 1:t]
+        a = model.next_logits(new, fused)
+        b = model.next_logits(new, per_head, reading)
+        full = model.forward(np.array(ids[:t])).logits[-1]
+        np.testing.assert_allclose(a, full, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(b, full, rtol=1e-12, atol=1e-12)
+    assert seen[-1] == (1, model.cfg.n_heads, model.cfg.n_model)  # the last row, per head (TransformerLens's order)
+
+
 def test_cache_rejects_padding_and_non_causal_models():
     model = _model()
     with pytest.raises(ValueError, match="lengths"):

@@ -32,9 +32,12 @@ def sampling_distribution(
         return dist
     scaled = logits.astype(np.float64) / temperature
     if top_k is not None and top_k < scaled.size:
-        kth = np.partition(scaled, -top_k)[-top_k]
-        scaled = np.where(scaled >= kth, scaled, -np.inf)
-    dist = softmax(scaled)
+        # The softmax of the kept logits only: over a real vocabulary (50k) the rest would be exp(-inf) = 0 each.
+        kept = np.flatnonzero(scaled >= np.partition(scaled, -top_k)[-top_k])
+        dist = np.zeros_like(scaled)
+        dist[kept] = softmax(scaled[kept])
+    else:
+        dist = softmax(scaled)
     if top_p is not None and top_p < 1.0:
         order = np.argsort(-dist, kind="stable")
         before = np.cumsum(dist[order]) - dist[order]  # mass of the tokens ranked above each one
@@ -43,6 +46,14 @@ def sampling_distribution(
         dist = np.where(keep, dist, 0.0)
         dist /= dist.sum()
     return dist
+
+
+def _draw(dist: np.ndarray, u: float) -> int:
+    """Inverse-CDF sampling with one uniform draw `u` per step (the same seed gives the same tokens everywhere),
+    over the tokens `dist` gives any mass: after top-k or top-p, a few of a vocabulary's 50k."""
+    support = np.flatnonzero(dist)
+    cdf = np.cumsum(dist[support])
+    return int(support[min(np.searchsorted(cdf, u * cdf[-1], side="right"), support.size - 1)])
 
 
 def _check_settings(max_new_tokens: int, temperature: float, top_k: int | None, top_p: float | None) -> None:
@@ -137,10 +148,9 @@ def _generate(model: Model, prompts: Sequence[Sequence[int]], max_new_tokens: in
                 sequence.append(sequence[-1])  # any token keeps the rows one length: its logits are not read
                 continue
             probs = softmax(logits[row].astype(np.float64))
-            dist = sampling_distribution(logits[row], temperature, top_k, top_p)
-            # Inverse-CDF sampling with one uniform draw per step: the same seed gives the same tokens everywhere.
-            u = rngs[row].random()
-            token = int(min(np.searchsorted(np.cumsum(dist), u * dist.sum(), side="right"), dist.size - 1))
+            plain = temperature == 1 and top_k is None and top_p is None
+            dist = probs if plain else sampling_distribution(logits[row], temperature, top_k, top_p)
+            token = _draw(dist, rngs[row].random())
             steps.append(Step(token, float(probs[token]), probs, dist))
             sequence.append(token)
             going[row] = token not in stop

@@ -111,17 +111,31 @@ class KVCache:
     One sequence, or a batch of sequences of one length (no padding), continued with the same batch."""
 
     def __init__(self, n_layers: int) -> None:
-        self.keys: list[np.ndarray | None] = [None] * n_layers
+        self.keys: list[np.ndarray | None] = [None] * n_layers  # (..., positions held, k): views of the buffers
         self.values: list[np.ndarray | None] = [None] * n_layers
+        self._buffers: list[tuple[np.ndarray, np.ndarray] | None] = [None] * n_layers
         self.length = 0
         self.batch: int | None = None  # the batch it holds; None: one sequence without a batch axis
 
     def extend(self, layer: int, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        if self.keys[layer] is not None:
-            k = np.concatenate([self.keys[layer], k], axis=-2)
-            v = np.concatenate([self.values[layer], v], axis=-2)
-        self.keys[layer], self.values[layer] = k, v
-        return k, v
+        """The layer's keys and values with `k` and `v` (new positions) appended. They go into buffers that double
+        when full, so a generated token copies its own row only (a concatenation copies the whole cache, which is
+        megabytes a token for a 124M model)."""
+        held = 0 if self.keys[layer] is None else self.keys[layer].shape[-2]
+        need = held + k.shape[-2]
+        buffers = self._buffers[layer]
+        dtype = k.dtype if buffers is None else np.result_type(buffers[0], k)
+        if buffers is None or buffers[0].shape[-2] < need or buffers[0].dtype != dtype:
+            size = max(need, 2 * held)
+            grown = tuple(np.empty((*new.shape[:-2], size, new.shape[-1]), dtype) for new in (k, v))
+            if held:
+                grown[0][..., :held, :] = self.keys[layer]
+                grown[1][..., :held, :] = self.values[layer]
+            buffers = self._buffers[layer] = grown
+        buffers[0][..., held:need, :] = k
+        buffers[1][..., held:need, :] = v
+        self.keys[layer], self.values[layer] = buffers[0][..., :need, :], buffers[1][..., :need, :]
+        return self.keys[layer], self.values[layer]
 
 
 class Model:
@@ -204,7 +218,9 @@ class Model:
         hooks, span = self._hooks(fwd_hooks), self._span(ids.shape[-1], None, cache)
         last = np.array([ids.shape[-1] - 1])
         tok, pos = self._embed(ids, span.positions, hooks)
-        _, _, y = self._blocks(tok + pos, span, hooks, rows=last)
+        # Generation: the heads' writes in one product (unless a hook reads them). Every other pass adds up the
+        # heads' own, so that hooks that change nothing leave its logits bit for bit.
+        _, _, y = self._blocks(tok + pos, span, hooks, rows=last, per_head=False)
         final = self.norm("norm_f", y, hooks, last) if self.cfg.norm_placement == "pre" else y
         if cache is not None:
             cache.length += ids.shape[-1]
@@ -316,7 +332,7 @@ class Model:
         return tok, pos
 
     def _blocks(self, x: np.ndarray, span: _Span, hooks: HookRun, blocks: range | None = None,
-                rows: np.ndarray | None = None, keep: bool = False
+                rows: np.ndarray | None = None, keep: bool = False, per_head: bool = True
                 ) -> tuple[np.ndarray | None, list[LayerTrace], np.ndarray]:
         """y = Block_i(x) for every block (or `blocks`), in turn. Returns the rows entering the first block (after
         its hook_resid_pre), each block's LayerTrace if `keep`, and the rows leaving the last. With `rows` the last
@@ -329,7 +345,7 @@ class Model:
             first = x if first is None else first
             # A block nothing hooks runs without the per-point calls (most of a patching run's blocks).
             block_hooks = _IDLE if hooks.quiet(f"blocks.{i}.") else hooks
-            block = self._block(i, x, span, block_hooks, rows if i == blocks[-1] else None)
+            block = self._block(i, x, span, block_hooks, rows if i == blocks[-1] else None, per_head)
             x = block.y
             if keep:
                 block_traces.append(block)
@@ -338,8 +354,10 @@ class Model:
             del block
         return first, block_traces, x
 
-    def _block(self, i: int, x: np.ndarray, span: _Span, hooks: HookRun, rows: np.ndarray | None = None
-               ) -> LayerTrace:
+    def _block(self, i: int, x: np.ndarray, span: _Span, hooks: HookRun, rows: np.ndarray | None = None,
+               per_head: bool = True) -> LayerTrace:
+        """One block. Unless `per_head`, the heads' separate writes are computed only for a hook that reads them
+        (head_out is then None)."""
         b = f"blocks.{i}"
 
         def at(name: str, value: np.ndarray) -> np.ndarray:
@@ -348,21 +366,21 @@ class Model:
         x_out = x if rows is None else x[..., _row_index(rows), :]  # the rows this block's output keeps
         if self.cfg.parallel_residual:  # y = x + Attn(N1(x)) + FFN(N2(x)): both sublayers read the block's input
             attn_in = self.norm(f"{b}.norm1", x, hooks)
-            q, k, v, att, head_out, attn_out = self._attention(i, attn_in, span, hooks, rows)
+            q, k, v, att, head_out, attn_out = self._attention(i, attn_in, span, hooks, rows, per_head)
             h = None
             ffn_in = self.norm(f"{b}.norm2", x_out, hooks, rows)
             ffn = self._feed_forward(i, ffn_in, hooks, rows)
             y = at("hook_resid_post", x_out + attn_out + ffn.out)
         elif self.cfg.norm_placement == "pre":  # h = x + Attn(N1(x));  y = h + FFN(N2(h))
             attn_in = self.norm(f"{b}.norm1", x, hooks)
-            q, k, v, att, head_out, attn_out = self._attention(i, attn_in, span, hooks, rows)
+            q, k, v, att, head_out, attn_out = self._attention(i, attn_in, span, hooks, rows, per_head)
             h = at("hook_resid_mid", x_out + attn_out)
             ffn_in = self.norm(f"{b}.norm2", h, hooks, rows)
             ffn = self._feed_forward(i, ffn_in, hooks, rows)
             y = at("hook_resid_post", h + ffn.out)
         else:  # h = N1(x + Attn(x));  y = N2(h + FFN(h)): the norms' outputs are the residual stream itself
             attn_in = x
-            q, k, v, att, head_out, attn_out = self._attention(i, attn_in, span, hooks, rows)
+            q, k, v, att, head_out, attn_out = self._attention(i, attn_in, span, hooks, rows, per_head)
             h = at("hook_resid_mid", self.norm(f"{b}.norm1", x_out + attn_out, hooks, rows))
             ffn_in = h
             ffn = self._feed_forward(i, ffn_in, hooks, rows)
@@ -372,8 +390,8 @@ class Model:
             attn_out=attn_out, h=h, ffn_in=ffn_in, ff_pre=ffn.pre, ff_act=ffn.act, ff_out=ffn.out, y=y,
         )
 
-    def _attention(self, i: int, x: np.ndarray, span: _Span, hooks: HookRun, rows: np.ndarray | None = None
-                   ) -> tuple[Any, ...]:
+    def _attention(self, i: int, x: np.ndarray, span: _Span, hooks: HookRun, rows: np.ndarray | None = None,
+                   per_head: bool = True) -> tuple[Any, ...]:
         cfg, p, a = self.cfg, self.params, f"blocks.{i}.attn"
         positions, mask, cache = span
 
@@ -406,9 +424,15 @@ class Model:
         att = layers.attention(q, k, v, mask, None if hooks.idle else
                                lambda name, value: hooks.point(f"{a}.{name}", value, rows))
         z = heads("hook_z", att.out)
-        # Head j's write into the residual: its k output coordinates through its own k columns of w_o.
-        head_out = heads("hook_result", layers.heads_out(z, p[f"{a}.w_o"]))
-        attn_out = head_out.sum(axis=-3)
+        if per_head or hooks.wants(f"{a}.hook_result"):
+            # Head j's write into the residual: its k output coordinates through its own k columns of w_o.
+            head_out = heads("hook_result", layers.heads_out(z, p[f"{a}.w_o"]))
+            attn_out = head_out.sum(axis=-3)
+        else:
+            # Their sum in one product, as TransformerLens without use_attn_result: a pass per head over w_o made
+            # a generated token of a 124M model ~7 % slower in wasm.
+            head_out = None
+            attn_out = layers.linear(layers.merge_heads(z), p[f"{a}.w_o"].T)
         if cfg.bias:
             attn_out = attn_out + p[f"{a}.b_o"]
         if not hooks.idle:
