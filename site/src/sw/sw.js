@@ -8,7 +8,7 @@
 // passes through it. (A page that another build's service worker controls moves to this one when it activates.)
 // The facts this worker shares with the page and the app worker (cache name prefix, shell files, pages, CDN) are
 // the build's (build.py writes them into the manifest and into this file's import).
-import { dispatch, kept, MSG } from "../protocol.js";
+import { AGAIN, dispatch, kept, MSG } from "../protocol.js";
 
 importScripts("build/site-facts.js");
 const FACTS = self.siteFacts;
@@ -34,11 +34,19 @@ self.addEventListener("install", (event) => {
 });
 
 // Store what a visit fetched before this worker controlled it (a URL that fails is skipped: the next visit
-// fetches it again), then control the page.
+// fetches it again), then control the page. A module the worker imported again (`?again`, worker/runtime.js) is the
+// same file: it is kept under the URL the next visit imports.
 async function keep(urls) {
   const cache = await caches.open(CACHE);
   const ours = [...new Set(urls.map((u) => u.split("#")[0]))].filter((u) => u.startsWith(scope) || u.startsWith(CDN));
-  await Promise.allSettled(ours.map(async (u) => (await cache.match(u)) || cache.add(u)));
+  const store = async (u) => {
+    const key = u.endsWith(AGAIN) ? u.slice(0, -AGAIN.length) : u;
+    if (await cache.match(key)) return;
+    const resp = await fetch(u);
+    if (!resp.ok) throw new Error(`HTTP ${resp.status}`);
+    await cache.put(key, resp);
+  };
+  await Promise.allSettled(ours.map(store));
   await self.clients.claim();
 }
 

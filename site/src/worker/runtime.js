@@ -1,6 +1,6 @@
 // The stages "fetch the runtime" and "start Python": Pyodide's module (imported as soon as the worker runs), its
 // lock file, and loadPyodide, which downloads the wasm and the standard library (through network.js).
-import { SiteError } from "../protocol.js";
+import { AGAIN, SiteError } from "../protocol.js";
 
 const PYODIDE_MODULE = "Pyodide's module (build/pyodide/pyodide.mjs)";
 
@@ -31,7 +31,7 @@ export function importing(url, what, stage = "runtime", again = true) {
       const got = await settledWithin(first);
       if (got || !again) return got;
       console.warn(`[site] ${url} did not load within ${IMPORT_MS / 1000} s: importing it again`);
-      return await settledWithin(import(`${url}?again`));
+      return await settledWithin(import(url + AGAIN));
     } catch (e) {
       throw new SiteError(what, String(e.message || e), stage);
     }
