@@ -12,12 +12,13 @@ import json
 import shutil
 import time
 import zipfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from conftest import serve
-from testkit.engines import ENGINES, Engines
+from testkit.engines import ENGINES, READY_JS, Engines, Page
 from testkit.hosts import HOSTS, Stall, hosted
 
 # A page that holds what the site's pages hold: a CSP without 'unsafe-eval', an inline script allowed by its hash,
@@ -127,18 +128,47 @@ def test_a_first_visit_runs_the_pages_scripts_from_their_gzip_copies(engines: En
         assert not {url + f"{js}.gz" for js in main_js} & set(page.evaluate(FETCHED))
 
 
+@contextlib.contextmanager
+def stalled_in_every_engine(engines: Engines, cdn_site: Path, stall_of: Callable[[], Stall],
+                            query: str = "") -> Iterator[list[tuple[str, Stall, Page]]]:
+    """Each engine's page, each on its own host with its own fault (`stall_of()`), as (engine, stall, page). Each
+    page is opened once the one before has asked for its stalled file (or stopped): the engines wait out their
+    stalls together instead of one after another, and no two of them start at once."""
+    with contextlib.ExitStack() as stack:
+        runs = []
+        for engine in ENGINES:
+            stall = stall_of()
+            url = stack.enter_context(hosted(cdn_site, "plain", stall))
+            page = stack.enter_context(engines.page(engine))
+            page.goto(url + "index.html" + query)
+            deadline = time.monotonic() + 60
+            while not stall.stalled and not page.evaluate(READY_JS) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            runs.append((engine, stall, page))
+        yield runs
+
+
+def in_each(runs: list[tuple[str, Stall, Page]], check: Callable[[str, Stall, Page], None]) -> dict[str, str]:
+    """`check` run for each engine's page in turn: what failed, by engine (every engine is checked)."""
+    failed = {}
+    for engine, stall, page in runs:
+        try:
+            check(engine, stall, page)
+        except AssertionError as e:
+            failed[engine] = str(e)
+    return failed
+
+
 @pytest.mark.parametrize(("stalled", "stage", "named"),
                          [("pyodide.asm.wasm.gz", "Pyodide runtime", "build/pyodide/pyodide.asm.wasm"),
                           ("bokeh-3.9.2-py3-none-any.whl", "Python packages", "bokeh")])
-@pytest.mark.parametrize("engine", ENGINES)
-def test_a_stalled_download_ends_on_the_error_panel_and_retry_goes_on(engines: Engines, engine: str, stalled: str,
-                                                                    stage: str, named: str, cdn_site: Path) -> None:
+def test_a_stalled_download_ends_on_the_error_panel_and_retry_goes_on(engines: Engines, stalled: str, stage: str,
+                                                                    named: str, cdn_site: Path) -> None:
     """A file whose download stops halfway, the connection left open (a host or a link that hangs): the stage's
     watchdog shows the error panel naming the stage and the file it still waits for, with Retry; once the host
-    answers again, Retry starts over and gets as far as CI can (the NumPy panel)."""
-    stall = Stall(stalled)
-    with hosted(cdn_site, "plain", stall) as url, engines.page(engine) as page:
-        page.open(url + "index.html?stall=25")
+    answers again, Retry starts over and gets as far as CI can (the NumPy panel). In every engine."""
+    def check(engine: str, stall: Stall, page: Page) -> None:
+        page.wait_ready()
         page.screenshot(f"stalled-{stalled.split('-')[0].split('.')[0]}")
         assert page.evaluate("document.body.dataset.error") == "1", page.text("#error")
         assert page.text("#error-what") == f"Stalled: {stage}", page.text("#error")
@@ -173,24 +203,26 @@ def test_a_stalled_download_ends_on_the_error_panel_and_retry_goes_on(engines: E
         assert page.evaluate("performance.timeOrigin") != origin, "Retry did not start the page again"
         assert "NumPy" in what, page.text("#error")
 
+    with stalled_in_every_engine(engines, cdn_site, lambda: Stall(stalled), "?stall=25") as runs:
+        assert in_each(runs, check) == {}
+
 
 @pytest.mark.parametrize("module", ("pyodide.mjs", "pyodide.asm.js"))
-@pytest.mark.parametrize("engine", ENGINES)
-def test_an_import_that_never_settles_is_made_again(engines: Engines, engine: str, module: str,
-                                                    cdn_site: Path) -> None:
+def test_an_import_that_never_settles_is_made_again(engines: Engines, module: str, cdn_site: Path) -> None:
     """Firefox under load has left the worker's import of a module unsettled (docs/site-log.md), as an import whose
     download stops halfway stays. The worker imports Pyodide's module and script again under another URL after 10
     s, and the start goes on without Retry, as far as CI can (the NumPy panel). The service worker then keeps the
-    file under the URL the next visit imports (it may ask for the second URL again to do so)."""
-    stall = Stall(module, times=1)
-    with hosted(cdn_site, "plain", stall) as url, engines.page(engine) as page:
-        page.open(url + "index.html")
+    file under the URL the next visit imports (it may ask for the second URL again to do so). In every engine."""
+    def check(engine: str, stall: Stall, page: Page) -> None:
+        page.wait_ready()
         page.screenshot(f"import-stalled-{module.replace('.', '-')}")
         assert "NumPy" in page.text("#error-what"), page.text("#error")
         assert [p.rpartition("/")[2] for p in stall.stalled] == [module], stall.stalled
         page.wait_js(KEPT_JS, f"build/pyodide/{module}", timeout_s=60)
         assert {p.rpartition("/")[2] for p in stall.served} == {f"{module}?again"}, stall.served
-        stall.release()
+
+    with stalled_in_every_engine(engines, cdn_site, lambda: Stall(module, times=1)) as runs:
+        assert in_each(runs, check) == {}
 
 
 # Whether the service worker's cache holds a response for this path of the site.
@@ -201,19 +233,18 @@ KEPT_JS = """async (path) => {
 }"""
 
 
-@pytest.mark.parametrize("engine", ENGINES)
-def test_a_first_view_that_never_arrives_does_not_hold_the_start(engines: Engines, engine: str,
-                                                                 cdn_site: Path) -> None:
+def test_a_first_view_that_never_arrives_does_not_hold_the_start(engines: Engines, cdn_site: Path) -> None:
     """The worker requests the runtime once the first view's bytes are in ('go'); when they never come (a stalled
     download), the page releases it anyway, and the start gets as far as CI can (the NumPy panel), not to the
-    watchdog's "Stalled" panel."""
-    stall = Stall("first-view.json")
-    with hosted(cdn_site, "plain", stall) as url, engines.page(engine) as page:
-        page.open(url + "index.html")
+    watchdog's "Stalled" panel. In every engine."""
+    def check(engine: str, stall: Stall, page: Page) -> None:
+        page.wait_ready()
         page.screenshot("first-view-stalled")
         assert stall.stalled, "the first view was never asked for"
         assert "NumPy" in page.text("#error-what"), page.text("#error")
-        stall.release()
+
+    with stalled_in_every_engine(engines, cdn_site, lambda: Stall("first-view.json")) as runs:
+        assert in_each(runs, check) == {}
 
 
 # fetcher.js (the wheels' download thread) run as the app worker runs it, with the groups given; for each URL, what it

@@ -9,44 +9,36 @@ const PYODIDE_MODULE = "Pyodide's module (build/pyodide/pyodide.mjs)";
 export const IMPORT_MS = 10_000;
 
 /** `module` (an import's promise), or null if it has not settled within IMPORT_MS (a failed import still throws). */
-export function settledWithin(module) {
+function settledWithin(module) {
   let timer;
   const late = new Promise((resolve) => (timer = setTimeout(() => resolve(null), IMPORT_MS)));
   return Promise.race([module, late]).finally(() => clearTimeout(timer));
 }
 
 /**
- * A module's import, started at once. Awaiting it is bounded: an import that has not settled within IMPORT_MS is
- * made once more under another URL (a module URL is imported once per worker, so the same one would wait on the
- * same import), if `again`.
- * @returns {() => Promise<object|null>} awaits it: the module, or null if no try settled in time (a failure: the
- *   SiteError naming `what`)
+ * A module's import, started at once; awaiting it is bounded. `once`: null if it has not settled within IMPORT_MS
+ * (a start goes on without it). Otherwise the module is then imported once more under another URL (a module URL is
+ * imported once per worker, so the same one would wait on the same import), and whichever import loads first is
+ * the answer: the first may only be slow (a slow network, a loaded machine), and the stage's watchdog ends a
+ * wait on two that hang.
+ * @returns {() => Promise<object|null>} awaits it (a failure: the SiteError naming `what`)
  */
-export function importing(url, what, stage = "runtime", again = true) {
+export function importing(url, what, { once = false } = {}) {
   const first = import(url);
   first.catch(() => undefined); // reported where it is awaited, below
   let module = null;
   const settle = async () => {
     try {
       const got = await settledWithin(first);
-      if (got || !again) return got;
+      if (got || once) return got;
       console.warn(`[site] ${url} did not load within ${IMPORT_MS / 1000} s: importing it again`);
-      return await settledWithin(import(url + AGAIN));
+      return await Promise.any([first, import(url + AGAIN)]);
     } catch (e) {
-      throw new SiteError(what, String(e.message || e), stage);
+      const why = e instanceof AggregateError ? e.errors.at(-1) : e; // both failed: the second one's reason
+      throw new SiteError(what, String(why.message || why), "runtime");
     }
   };
   return () => (module ??= settle());
-}
-
-/** `importing`, for a module a start cannot go on without: no try settled in time is a failure naming `what`. */
-function required(url, what) {
-  const module = importing(url, what);
-  return async () => {
-    const got = await module();
-    if (!got) throw new SiteError(what, `two imports did not settle within ${IMPORT_MS / 1000} s each`, "runtime");
-    return got;
-  };
 }
 
 /**
@@ -55,7 +47,7 @@ function required(url, what) {
  */
 export function pyodideModule(root, embedded) {
   if (embedded) return async () => ({ loadPyodide: self.loadPyodide });
-  return required(`${root}build/pyodide/pyodide.mjs`, PYODIDE_MODULE);
+  return importing(`${root}build/pyodide/pyodide.mjs`, PYODIDE_MODULE);
 }
 
 /** A text file of the site (fetched through network.js); a failure names it, in `stage`. */
@@ -77,12 +69,12 @@ export function fetchLock(ctx) {
 }
 
 /**
- * pyodide.asm.js, imported here (bounded: `required`) before loadPyodide would import it: it does not when
+ * pyodide.asm.js, imported here (bounded: `importing`) before loadPyodide would import it: it does not when
  * `_createPyodideModule` is defined, as the file defines it.
  */
 async function importRuntimeScript(root) {
   if (typeof self._createPyodideModule === "function") return;
-  await required(`${root}build/pyodide/pyodide.asm.js`, "Pyodide's runtime script (build/pyodide/pyodide.asm.js)")();
+  await importing(`${root}build/pyodide/pyodide.asm.js`, "Pyodide's runtime script (build/pyodide/pyodide.asm.js)")();
 }
 
 /**

@@ -39,7 +39,7 @@ const ownRoot = fromBlob ? null : new URL("./", self.location.href).href;
 // 'start' (a static import would put snapshot.js's round trip in front of Pyodide's).
 const imports = fromBlob ? null : {
   pyodide: pyodideModule(ownRoot, false),
-  snapshot: importing("./snapshot.js", "Loader (snapshot.js)", "runtime", false), // once: a start goes on without it
+  snapshot: importing("./snapshot.js", "Loader (snapshot.js)", { once: true }), // a start goes on without it
 };
 
 // The models the app keeps (store.js); the portable file's replaces it at 'start' with the models it embeds.
