@@ -36,14 +36,14 @@ export const MSG = Object.freeze({
   KEPT: "kept",
 });
 
-/**
- * An error the page shows on its panel: `what` failed (its heading), `detail` says why, `stage` is the start-up
- * stage it failed in (a key of the manifest's site.stages, or a page stage such as "manifest"), null if none.
- */
 // What the app worker appends to a module's URL to import it a second time (worker/runtime.js); sw.js keeps the
 // file under its own URL.
 export const AGAIN = "?again";
 
+/**
+ * An error the page shows on its panel: `what` failed (its heading), `detail` says why, `stage` is the start-up
+ * stage it failed in (a key of the manifest's site.stages, or a page stage such as "manifest"), null if none.
+ */
 export class SiteError extends Error {
   constructor(what, detail, stage = null) {
     super(`${what}: ${detail}`);
