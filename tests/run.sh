@@ -91,6 +91,12 @@ system_packages() {
 system_log=$(mktemp)
 (t0=$SECONDS; system_packages; echo $((SECONDS - t0)) > "$system_log.seconds") > "$system_log" 2>&1 &
 system=$!
+# What every site build reuses (Pyodide, the wheels, their bytecode, the minified scripts) prepared into .cache/
+# beside pip too, deflated as the tests build (tests/site/conftest.py): else the browser tests' first build does it
+# while both test workers wait on it.
+prepare_log=$(mktemp)
+(t0=$SECONDS; SITE_DEFLATE=zlib "$base" build.py --prepare; echo $((SECONDS - t0)) > "$prepare_log.seconds") > "$prepare_log" 2>&1 &
+prepare=$!
 python_packages() {
   want=$(sha256sum requirements.txt | cut -d' ' -f1)
   if [ "$(cat .venv/requirements.sha256 2>/dev/null)" != "$want" ]; then
@@ -106,6 +112,13 @@ fi
 cat "$system_log"
 noted "installs: apt, npm" "$(cat "$system_log.seconds")"
 rm -f "$system_log" "$system_log.seconds"
+
+if ! wait $prepare; then
+  cat "$prepare_log" >&2
+  exit 1
+fi
+noted "installs: site cache" "$(cat "$prepare_log.seconds")"
+rm -f "$prepare_log" "$prepare_log.seconds"
 
 # Everything below runs in .venv's Python; the tests' builds and subprocesses use it too (sys.executable).
 timed "lint" "$py" -m ruff check .

@@ -37,8 +37,9 @@ from .node import NODE
 from .packages import (
     PROCESS_VERSION,
     WHEEL_OPTIMIZE,
+    WheelJob,
     compiled_stdlib,
-    process_wheel,
+    process_wheels,
     project_packages,
     project_tree,
     pyodide_dir_wheels,
@@ -130,7 +131,9 @@ def pyodide_cdn(lock: dict) -> str:
 
 
 def build(site: Path = SITE, py_dir: Path = PY_DIR, pyodide_packages: Path | None = None,
-          hub_mirrors: list[str] = (), lesson_origins: list[str] = ()) -> dict:
+          hub_mirrors: list[str] = (), lesson_origins: list[str] = (), prepare: bool = False) -> dict | None:
+    """Build the site into ``site``; with ``prepare``, only fill .cache/ with what every build reuses (downloads,
+    minified scripts, compiled wheels and standard library) and stop before the steps that need Panel."""
     lesson_sources(lesson_origins)  # a wrong origin stops the build before it downloads anything
     lock = read_lock()
     project_packages(py_dir)  # check the inputs before downloading anything
@@ -158,10 +161,13 @@ def build(site: Path = SITE, py_dir: Path = PY_DIR, pyodide_packages: Path | Non
     lesson_js.write(site, lock)
     facts = site_facts(main_js)
     write_gzip_copies(site, facts["gzip_copies"])
-    shutil.copyfile(py_dir / APP_STYLESHEET_SOURCE, site / APP_STYLESHEET)
-    prerendered = first_view.write(site, py_dir, PANEL_CDN_ROOT, APP_STYLESHEET, lock, log)
     entries = write_wheels(pkg, lock, wheels, sdists, py_dir, out / "wheels")
     remote = write_vendored(pkg, lock, official, vendored, entries, out / "wheels")
+    if prepare:
+        log(f"prepared {CACHE}: later builds reuse what it holds")
+        return None
+    shutil.copyfile(py_dir / APP_STYLESHEET_SOURCE, site / APP_STYLESHEET)
+    prerendered = first_view.write(site, py_dir, PANEL_CDN_ROOT, APP_STYLESHEET, lock, log)
     if "numpy" in vendored:
         made_bytecode = template_bytecode(pkg, entries, out / "wheels")
         if made_bytecode:
@@ -236,25 +242,28 @@ def patched_bokehjs(wheel: Path, lock: dict) -> Path:
 def write_wheels(pkg: Path, lock: dict, wheels: dict[str, Path], sdists: dict[str, Path], py_dir: Path,
                  pub: Path) -> dict[str, dict]:
     """Slimmed, patched, compiled pure wheels; pure wheels built from sdists; the project's wheel."""
-    entries: dict[str, dict] = {}
+    jobs, made_as = [], []
     for name, whl in wheels.items():
         e = lock["wheels"][name]
         patches = patch_key(name, e["version"])
         key = f"{PROCESS_VERSION}|{e['sha256']}|{SLIM_RULES.get(name)}|{SLIM_RULES['*']}|{NOT_SHIPPED}|{patches}"
         make = functools.partial(unpack_importable, whl, keep=slim_filter(name, e["version"]), dist=name,
                                  version=e["version"])
-        made = process_wheel(pkg, name, whl, pub, make, e["file"], key, "legacy", WHEEL_OPTIMIZE)
-        entries[name] = {"name": name, "version": e["version"], "path": made, "imports": e["imports"]}
+        jobs.append(WheelJob(make, e["file"], key))
+        made_as.append((name, e))
     for name, sd in sdists.items():
         e = lock["sdists"][name]
         fname = f"{e['dist_name']}-{e['version']}-py3-none-any.whl"
-        made = process_wheel(pkg, name, sd, pub, functools.partial(sdist_to_tree, sd, e), fname,
-                             f"{PROCESS_VERSION}|{e['sha256']}|{e['package_dirs']}", "legacy", WHEEL_OPTIMIZE)
-        entries[name] = {"name": name, "version": e["version"], "path": made, "imports": e["imports"]}
+        jobs.append(WheelJob(functools.partial(sdist_to_tree, sd, e), fname,
+                             f"{PROCESS_VERSION}|{e['sha256']}|{e['package_dirs']}"))
+        made_as.append((name, e))
+    made = process_wheels(pkg, jobs, pub, "legacy", WHEEL_OPTIMIZE)
+    entries = {name: {"name": name, "version": e["version"], "path": path, "imports": e["imports"]}
+               for (name, e), path in zip(made_as, made, strict=True)}
     make_project, project_hash = project_tree(py_dir)
     name, version = APP_WHEEL
-    made = process_wheel(pkg, name, None, pub, make_project, f"{name}-{version}-py3-none-any.whl",
-                         f"{PROCESS_VERSION}|{project_hash}", "hash")
+    [made] = process_wheels(pkg, [WheelJob(make_project, f"{name}-{version}-py3-none-any.whl",
+                                           f"{PROCESS_VERSION}|{project_hash}")], pub, "hash")
     entries[name] = {"name": name, "version": version, "path": made,
                      "imports": [p.name for p in project_packages(py_dir)]}
     return entries
@@ -273,8 +282,8 @@ def write_vendored(pkg: Path, lock: dict, official: dict, vendored: dict[str, Pa
             whl = vendored[name]
             rules = (VENDORED_SLIM_RULES.get(name), VENDORED_SLIM_RULES["*"], vendored_stubs(name))
             key = f"{PROCESS_VERSION}|vendored|{sha256_file(whl)}|{rules}"
-            made = process_wheel(pkg, name, whl, pub, functools.partial(unpack_vendored, whl, name), whl.name, key,
-                                 None)
+            [made] = process_wheels(pkg, [WheelJob(functools.partial(unpack_vendored, whl, name), whl.name, key)], pub,
+                                    None)
             entries[name] = {"name": name, "version": e["version"], "path": made,
                              "imports": official["packages"][name]["imports"]}
         elif e.get("required"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -31,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lesson-origin", action="append", default=[], metavar="URL",
                     help="a site lesson files may be fetched from (?lesson=URL): its origin is added to the pages' "
                          "CSP (connect-src); repeat for several, e.g. https://courses.example.edu")
+    ap.add_argument("--prepare", action="store_true",
+                    help="only download and prepare what builds keep in .cache/ (then a build needs no network); "
+                         "writes no site")
     ap.add_argument("--relock", action="store_true", help="re-resolve sha256 hashes of the versions in build.lock")
     ap.add_argument("--check-patches", action="store_true",
                     help="apply every patch under py/sitebuild/patches to the pinned sources; list every mismatch")
@@ -46,6 +50,10 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"build.py: patch mismatch: {problem}", file=sys.stderr)
                 print(f"{len(problems)} patch mismatches" if problems else "every patch applies to the pinned sources")
                 return 1 if problems else 0
+            if args.prepare:
+                with tempfile.TemporaryDirectory() as tmp:
+                    build(Path(tmp) / "site", args.py_dir, prepare=True)
+                return 0
             build(args.site_dir, args.py_dir, args.pyodide_packages, args.hub_mirror, args.lesson_origin)
     except BuildError as e:
         print(f"build.py: error: {e}", file=sys.stderr)

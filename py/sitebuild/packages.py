@@ -15,9 +15,10 @@ import tempfile
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from .common import CACHE, BuildError, log, sha256_file
-from .node import compile_tree, run_python, step_files
+from .node import compile_trees, run_python, step_files
 from .patches import apply_patches, patch_key
 from .slim import STDLIB_DROP, drop_unimportable, unpack
 from .zips import DEFLATE, pack_wheel, write_dist_info, write_zip
@@ -37,27 +38,43 @@ def unpack_importable(whl: Path, dest: Path, keep: Callable[[str], bool], dist: 
     apply_patches(dest, dist, version)
 
 
-def process_wheel(pkg: Path, name: str, src: Path | None, out_dir: Path, make_tree: Callable[[Path], None],
-                  out_name: str, key: str, compile_mode: str | None, optimize: int = 0) -> Path:
-    """Slim + compile one wheel, cached under .cache/site/ by a key of its inputs (with the Pyodide that compiles
-    it and the compile step's code, when it is compiled)."""
-    if compile_mode:
-        key += f"|{sha256_file(pkg / 'pyodide.asm.wasm')}|{hashlib.sha256(step_files('compile_tree.py')).hexdigest()}"
-    cache = CACHE / "site" / f"{hashlib.sha256(f'{key}|{optimize}'.encode()).hexdigest()[:16]}-{out_name}"
-    if not cache.is_file():
+class WheelJob(NamedTuple):
+    """One wheel to make: ``make_tree`` fills a folder with its files, packed as ``out_name``; ``key`` names its
+    inputs (the cache entry)."""
+    make_tree: Callable[[Path], None]
+    out_name: str
+    key: str
+
+
+def process_wheels(pkg: Path, jobs: list[WheelJob], out_dir: Path, compile_mode: str | None,
+                   optimize: int = 0) -> list[Path]:
+    """Slim + compile wheels, each cached under .cache/site/ by a key of its inputs (with the Pyodide that compiles
+    it and the compile step's code, when it is compiled). The uncached ones are compiled together: one start of
+    Pyodide under Node for all of them."""
+    step = (f"|{sha256_file(pkg / 'pyodide.asm.wasm')}|{hashlib.sha256(step_files('compile_tree.py')).hexdigest()}"
+            if compile_mode else "")
+    caches = [CACHE / "site" / f"{hashlib.sha256(f'{job.key}{step}|{optimize}'.encode()).hexdigest()[:16]}-"
+              f"{job.out_name}" for job in jobs]
+    missing = [(job, cache) for job, cache in zip(jobs, caches, strict=True) if not cache.is_file()]
+    if missing:
         with tempfile.TemporaryDirectory() as tmp:
-            tree = Path(tmp) / "tree"
-            tree.mkdir()
-            make_tree(tree)
+            trees = []
+            for i, (job, _) in enumerate(missing):
+                trees.append(Path(tmp) / str(i))
+                trees[-1].mkdir()
+                job.make_tree(trees[-1])
             if compile_mode:
-                compile_tree(pkg, tree, "/lib/python3.13/site-packages", compile_mode, optimize)
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            part = cache.with_suffix(".part")
-            pack_wheel(tree, part)
-            part.replace(cache)
-    out = out_dir / out_name
-    shutil.copyfile(cache, out)
-    return out
+                compile_trees(pkg, trees, "/lib/python3.13/site-packages", compile_mode, optimize)
+            for tree, (_, cache) in zip(trees, missing, strict=True):
+                cache.parent.mkdir(parents=True, exist_ok=True)
+                part = cache.with_suffix(".part")
+                pack_wheel(tree, part)
+                part.replace(cache)
+    outs = []
+    for job, cache in zip(jobs, caches, strict=True):
+        outs.append(out_dir / job.out_name)
+        shutil.copyfile(cache, outs[-1])
+    return outs
 
 
 def template_bytecode(pkg: Path, entries: dict[str, dict], out_dir: Path) -> dict | None:
@@ -109,7 +126,7 @@ def compiled_stdlib(pkg: Path, lock: dict) -> Path:
         with zipfile.ZipFile(src) as zf:
             zf.extractall(tree, [n for n in zf.namelist() if not STDLIB_DROP.search(n)])
         apply_patches(tree, "pyodide", version)
-        compile_tree(pkg, tree, "/lib/python313.zip", "legacy", STDLIB_OPTIMIZE)
+        compile_trees(pkg, [tree], "/lib/python313.zip", "legacy", STDLIB_OPTIMIZE)
         cache.parent.mkdir(parents=True, exist_ok=True)
         part = cache.with_suffix(".part")
         write_zip(part, ((p.relative_to(tree).as_posix(), p.read_bytes()) for p in sorted(tree.rglob("*"))

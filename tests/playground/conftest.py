@@ -87,8 +87,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 # The longest tests, longest first (each walks every view of a page, or trains, or runs a journey of several steps).
-LONGEST = ("test_every_view_fits_and_axe_finds_nothing_serious", "test_every_view_fits_every_screen",
-           "test_every_view_of_a_12_by_12_model_is_readable",
+LONGEST = ("test_every_view_fits_and_axe_finds_nothing_serious", "test_every_view_of_a_12_by_12_model_is_readable",
            "test_trained_model_next_token_residual_generate_analyse_and_attention",
            "test_a_link_trains_the_repeat_task_and_its_model_joins_every_view",
            "test_embedded_views_fit_their_frame",

@@ -79,14 +79,28 @@ def test_harness_drives_a_file_url_under_a_strict_csp(engines: Engines, engine: 
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+SCRIPTS_RUN = """() => window.Bokeh?.Panel && [...document.scripts].map((s) => s.src)
+  .filter((src) => src.includes("/build/vendor/") || src.startsWith("blob:"))"""
+FETCHED = "() => performance.getEntriesByType('resource').map((e) => e.name).filter((n) => n.startsWith('http'))"
+
+
 @pytest.mark.parametrize("host", HOSTS)
 @pytest.mark.parametrize("engine", ENGINES)
 def test_cdn_build_offline_ends_on_the_numpy_panel(engines: Engines, engine: str, host: str, cdn_site: Path) -> None:
-    """On every kind of host (hosts.py), every request off 127.0.0.1 refused (as in CI): the page boots Pyodide,
-    installs every vendored wheel, then stops on the error panel naming NumPy, with a Retry button."""
+    """On every kind of host (hosts.py), every request off 127.0.0.1 refused (as in CI), a first visit:
+    - downloads the gzip copies of BokehJS and Panel's JS (2.7 MB, 0.7 MB as copies: many hosts send JavaScript as
+      it is), inflates and runs them (BokehJS and Panel's extension are there), and asks for none of the scripts;
+    - boots Pyodide, installs every vendored wheel, then stops on the error panel naming NumPy, with Retry."""
+    main_js = json.loads((cdn_site / "build" / "manifest.json").read_text())["site"]["main_js"]
     with hosted(cdn_site, host) as url, engines.page(engine) as page:
         page.open(url + "index.html")
         page.screenshot(f"ci-cdn-offline-error-{host}")
+        scripts = page.wait_js(SCRIPTS_RUN)
+        assert page.evaluate("window.siteInfo.paths['script-copies']") == "on"
+        assert [s for s in scripts if s.startswith("blob:")] == scripts and len(scripts) == len(main_js), scripts
+        fetched = page.evaluate(FETCHED)
+        assert {url + f"{js}.gz" for js in main_js} <= set(fetched), fetched
+        assert not {url + js for js in main_js} & set(fetched), fetched
         assert page.evaluate("document.body.dataset.error") == "1", (page.text("#error"), page.console)
         assert page.evaluate("document.body.dataset.ready") is None
         assert "NumPy" in page.text("#error-what"), (page.console, page.text("#error-detail"), page.requests)
@@ -97,35 +111,6 @@ def test_cdn_build_offline_ends_on_the_numpy_panel(engines: Engines, engine: str
         assert all(u.startswith(("https://cdn.jsdelivr.net/pyodide/v0.29.3/full/numpy-", "cdn.jsdelivr.net:443"))
                    for u in page.external), page.external
         assert not [c for c in page.errors() if "Content Security Policy" in c or "pageerror" in c], page.console
-
-
-SCRIPTS_RUN = """() => window.Bokeh?.Panel && [...document.scripts].map((s) => s.src)
-  .filter((src) => src.includes("/build/vendor/") || src.startsWith("blob:"))"""
-FETCHED = "() => performance.getEntriesByType('resource').map((e) => e.name).filter((n) => n.startsWith('http'))"
-
-
-@pytest.mark.parametrize("host", ("plain", "gzip"))
-@pytest.mark.parametrize("engine", ENGINES)
-def test_a_first_visit_runs_the_pages_scripts_from_their_gzip_copies(engines: Engines, engine: str, host: str,
-                                                                    cdn_site: Path) -> None:
-    """BokehJS and Panel's JS are 2.7 MB, 0.7 MB as gzip copies, and many hosts send JavaScript as it is: a first
-    visit downloads the copies, inflates them and runs them (BokehJS and Panel's extension are there), and asks for
-    none of the scripts themselves. With ?fallback=script-copies it runs the scripts themselves."""
-    main_js = json.loads((cdn_site / "build" / "manifest.json").read_text())["site"]["main_js"]
-    with hosted(cdn_site, host) as url, engines.page(engine) as page:
-        page.open(url + "index.html")  # offline, it ends on the NumPy panel
-        scripts = page.wait_js(SCRIPTS_RUN)
-        assert page.evaluate("window.siteInfo.paths['script-copies']") == "on"
-        assert [s for s in scripts if s.startswith("blob:")] == scripts and len(scripts) == len(main_js), scripts
-        fetched = page.evaluate(FETCHED)
-        assert {url + f"{js}.gz" for js in main_js} <= set(fetched), fetched
-        assert not {url + js for js in main_js} & set(fetched), fetched
-        assert not [c for c in page.errors() if "Content Security Policy" in c or "pageerror" in c], page.console
-    with hosted(cdn_site, host) as url, engines.page(engine) as page:
-        page.open(url + "index.html?fallback=script-copies")
-        assert page.wait_js(SCRIPTS_RUN) == [url + js for js in main_js]
-        assert page.evaluate("window.siteInfo.paths['script-copies']") == "off: forced"
-        assert not {url + f"{js}.gz" for js in main_js} & set(page.evaluate(FETCHED))
 
 
 @contextlib.contextmanager
@@ -329,10 +314,14 @@ def test_every_optimisation_has_a_plain_path_that_works(engines: Engines, engine
     compile option, no snapshot, loadPackage downloading and unpacking every wheel, no first view, the page's scripts
     themselves, einsum for slm's products). The page gets
     exactly as far as with them (the fake NumPy's import), every other wheel installed, and says which path each
-    took. Without the override the same page takes the optimised paths (so the override is what changed them)."""
+    took. Without the override the same page takes the optimised paths (so the override is what changed them; the
+    script copies: test_cdn_build_offline_ends_on_the_numpy_panel)."""
+    main_js = json.loads((fake_vendored_site[0] / "build" / "manifest.json").read_text())["site"]["main_js"]
     with hosted(fake_vendored_site[0], "plain") as url, engines.page(engine) as page:
         page.open(url + "index.html?fallback=all")
         page.screenshot("ci-every-fallback")
+        assert page.wait_js(SCRIPTS_RUN) == [url + js for js in main_js]  # BokehJS and Panel's JS themselves
+        assert not {url + f"{js}.gz" for js in main_js} & set(page.evaluate(FETCHED))
         assert "No module named 'numpy'" in (page.text("#error-detail") or ""), (page.text("#error"), page.console)
         paths = page.evaluate("window.siteInfo.paths")
         assert paths == dict.fromkeys(OPTIMISATIONS, "off: forced"), paths
