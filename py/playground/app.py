@@ -165,6 +165,7 @@ class Playground:
         self._hidden_task: asyncio.Future | None = None
         self._restore_task: asyncio.Future | None = None  # restore_models(), started with it
         self._last_change = 0.0  # time.monotonic() of the state's last change: the background building waits
+        self.prebuild = True  # False (the URL's prebuild=0): a view is built when first shown, never in the background
         for part in (state, *self.settings.values()):
             part.param.watch(self._note_change, [name for name in part.param if name != "name"])
         self._layout()
@@ -298,7 +299,7 @@ class Playground:
                 await asyncio.sleep(pause)
             wanted = VIEW_CLASSES if self.lesson_views is None else self.lesson_views
             name = next((name for name in wanted if not self.views.built(name)), None)
-            if self.state.embed or name is None:
+            if self.state.embed or not self.prebuild or name is None:
                 return
             self.views[name]  # noqa: B018
 
@@ -410,10 +411,12 @@ def apply_lesson_link(state: PlaygroundState) -> list[str] | None:
     return []
 
 
-def hub_link(playground: Playground, query: dict[str, str | None]) -> None:
+def page_options(playground: Playground, query: dict[str, str | None]) -> None:
     """A link's Hub model (hf=owner/name, revision=, file=, and hub= a mirror's base URL, which the box in "Your
     models" then uses too), opened after the kept models are restored; memory= (MB) lowers the most the page lets
-    its memory grow to (docs/own-model.md: for tests)."""
+    its memory grow to (docs/own-model.md: for tests); prebuild=0 builds each view when it is first shown instead
+    of every view in the background after load (a slow device, or a test that opens one view)."""
+    playground.prebuild = query.get("prebuild") != "0"
     if query.get("memory"):
         with contextlib.suppress(ValueError):  # not a number: the wasm cap stands
             memory.set_limit(float(query["memory"]))
@@ -440,8 +443,8 @@ def create_app(*, build_hidden_on_load: bool = True, custom_js: bool = True,
         query = pn.state.location.query_params
         wanted = str(query.get("model") or "")
         playground._wanted_model = wanted if wanted and wanted != state.model_name else None
-        hub_link(playground, {key: None if query.get(key) is None else str(query[key])
-                              for key in ("hf", "revision", "hub", "file", "memory")})
+        page_options(playground, {key: None if query.get(key) is None else str(query[key])
+                                  for key in ("hf", "revision", "hub", "file", "memory", "prebuild")})
     if pn.state.curdoc is not None:
         pn.state.curdoc.template = PAGE_TEMPLATE
         if build_hidden_on_load:

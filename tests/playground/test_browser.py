@@ -112,10 +112,13 @@ def settle(page, quiet: int = 200) -> None:
 
 
 def open_app(page, app_url: str, query: str = "") -> None:
+    """Open the page and wait until it has settled: with every view built, unless the link says embed=1 (one view)
+    or prebuild=0 (each view built when first shown: for tests that show a few views, as the page's background
+    building of all twelve costs seconds of each test's page load)."""
     page.goto(f"{app_url}{'?' + query if query else ''}")
     page.wait_for_selector(".pg-title", state="attached", timeout=WAIT)
     page.wait_for_function("() => window.Bokeh && Bokeh.index && Bokeh.index.roots.length > 0")
-    if "embed=1" not in query:
+    if "embed=1" not in query and "prebuild=0" not in query:
         wait_for_every_view(page)  # the views built after the first render have reached the page
     settle(page)
 
@@ -187,7 +190,8 @@ def test_generate_escapes_streams_and_stops(page, app_url):
     """One page of the Generate view: a prompt with an XSS payload (from the link, then typed) runs nothing and is
     shown as text; the streamed text equals slm.generate's with the link's settings; a double click starts one
     generation and Stop ends it."""
-    open_app(page, app_url, f"model=lesson&view=generate&max_new_tokens=8&temperature=0.8&seed=3&prompt={quote(XSS)}")
+    open_app(page, app_url,
+             f"prebuild=0&model=lesson&view=generate&max_new_tokens=8&temperature=0.8&seed=3&prompt={quote(XSS)}")
     # the payload, typed and generated from: text on the page, never markup
     page.fill(PROMPT_INPUT, XSS + " the cat")
     page.get_by_role("button", name="Generate").click()
@@ -234,7 +238,7 @@ def test_clicks_on_tokens_and_heads_reach_the_residual_next_token_and_attention_
     row; the attribution bars are analysis.attribution's and the next-token bars a distribution; the heatmap's axes
     carry the tokens, and its hover tooltip gives the trace's weight (or says a future cell is masked)."""
     prompt = "the cat was tired"
-    open_app(page, app_url, f"model=lesson&view=residual&prompt={quote(prompt)}")
+    open_app(page, app_url, f"prebuild=0&model=lesson&view=residual&prompt={quote(prompt)}")
     page.get_by_text("Position 4 (“tired”) predicts next").wait_for(timeout=WAIT)  # the last token at first
     choose_token(page, 2)
     page.get_by_text("Position 2 (“cat”) predicts next").wait_for(timeout=WAIT)
@@ -288,8 +292,8 @@ def test_block_view_architecture_switches_and_change_one_token(page, app_url):
     """One page of the Block view, its switches set by the link (SwiGLU, 4 heads sharing 2 key/value heads, change
     one token at position 2): the tables follow the switches, and the causal mask keeps every earlier row
     bit-identical until it is switched off."""
-    open_app(page, app_url, "model=lesson&view=lesson&prompt=the+cat+was+tired&activation=swiglu&heads=4&kv_heads=2"
-             "&compare=true&compare_pos=2")
+    open_app(page, app_url, "prebuild=0&model=lesson&view=lesson&prompt=the+cat+was+tired&activation=swiglu&heads=4"
+             "&kv_heads=2&compare=true&compare_pos=2")
     page.get_by_text("FFN hidden (SwiGLU)").wait_for(timeout=WAIT)
     assert page.get_by_text("6 · FFN gate").is_visible()
     assert page.get_by_text("Grouped-query attention (GQA)").is_visible()
@@ -354,7 +358,7 @@ def test_trained_model_next_token_residual_generate_analyse_and_attention(page, 
     then pair up under an ablation; the residual view titles the selected token; Generate then "Analyse" makes the
     views describe the whole text; a 32-token prompt gets vertical key labels and the hint to the pronoun head,
     whose button selects it at the last pronoun; a longer prompt keeps the last 32 tokens with a note."""
-    open_app(page, app_url, f"view=next&max_new_tokens=6&temperature=0&prompt={quote(TRAINED_PROMPT)}")
+    open_app(page, app_url, f"prebuild=0&view=next&max_new_tokens=6&temperature=0&prompt={quote(TRAINED_PROMPT)}")
     state = PlaygroundState(prompt=TRAINED_PROMPT)
     assert state.model_name == "shipped"  # no model= in the link: the default
     offsets = page.evaluate(BAR_OFFSETS, "next-token")
@@ -693,7 +697,7 @@ def test_touch_taps_a_map_node_and_reads_a_heatmap_cell(browser, app_url):
     tapping a cell of the large heatmap writes its weight under it (there is no hover on a touch screen)."""
     context = screen_context(browser, "phone")
     page = new_page(context)
-    open_app(page, app_url, "model=lesson&prompt=the+dog+lay")
+    open_app(page, app_url, "prebuild=0&model=lesson&prompt=the+dog+lay")
     assert tab(page, "Model map").is_checked()
     data = page.evaluate(f"""() => {{
       const data = ({FIND_VIEW})('model-map').model.renderers.find((r) => r.name === 'nodes').data_source.data;
@@ -727,7 +731,7 @@ def test_a_link_restores_the_page_and_copy_link_embed_code_csv_and_chart_files(b
     context = browser.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True,
                                   permissions=["clipboard-read", "clipboard-write"])
     page = new_page(context)
-    open_app(page, app_url, "model=lesson&prompt=the+cat+lay&view=attention&head=1&pos=2&temperature=0.5")
+    open_app(page, app_url, "prebuild=0&model=lesson&prompt=the+cat+lay&view=attention&head=1&pos=2&temperature=0.5")
     assert page.input_value(PROMPT_INPUT) == "the cat lay"
     assert tab(page, "Attention").is_checked()
     assert page.get_by_text("layer 0 · head 1, large").is_visible()
@@ -743,8 +747,10 @@ def test_a_link_restores_the_page_and_copy_link_embed_code_csv_and_chart_files(b
     link = page.evaluate("navigator.clipboard.readText()")
     assert link.startswith(app_url + "?") and "pos=2" in link and "prompt=the+dog+was+tired" in link
     assert "temperature=0.5" in link and "head=1" in link
-    # the address bar says the same: opening the link below is reopening the page's own URL
-    assert sorted(parse_qsl(urlsplit(link).query)) == sorted(parse_qsl(urlsplit(page.url).query))
+    # the address bar says the same, less the page option prebuild= (not the page's state): opening the link below
+    # is reopening the page's own URL
+    assert sorted(parse_qsl(urlsplit(link).query)) == sorted(
+        (key, value) for key, value in parse_qsl(urlsplit(page.url).query) if key != "prebuild")
     page.get_by_role("button", name="Copy embed code").click()
     page.wait_for_function("() => navigator.clipboard.readText().then((t) => t.startsWith('<iframe'))",
                            timeout=WAIT)

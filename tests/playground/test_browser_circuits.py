@@ -29,10 +29,11 @@ CELL_CENTRE = f"""
 
 
 def open_app(page, app_url: str, query: str) -> None:
-    page.goto(f"{app_url}?{query}")
+    """The page with each view built when first shown (prebuild=0: these tests show one or two), settled."""
+    page.goto(f"{app_url}?prebuild=0&{query}")
     page.wait_for_selector(".pg-title", state="attached", timeout=20_000)
     page.wait_for_function("() => window.Bokeh && Bokeh.index && Bokeh.index.roots.length > 0")
-    settle(page)  # the first view drawn (the hidden views arrive while the test goes on)
+    settle(page)
 
 
 def wait_for_data(page, name: str, timeout: float = WAIT) -> dict:

@@ -76,7 +76,7 @@ def test_your_models_loads_an_npz_and_refuses_a_broken_file(page, app_url, tmp_p
     model.save(good)
     broken = tmp_path / "broken.npz"
     broken.write_bytes(good.read_bytes()[: len(good.read_bytes()) // 2])
-    open_app(page, app_url, "view=models&model=lesson")
+    open_app(page, app_url, "prebuild=0&view=models&model=lesson")
     picker = page.locator("input[type=file]").first
     picker.set_input_files(str(good))
     expect(page.get_by_text("loaded: tiny chars (", exact=False)).to_be_visible(timeout=20_000)

@@ -15,7 +15,7 @@ import pytest
 
 import slm
 from playground import hub, inbox, library, memory, models
-from playground.app import VIEW_CLASSES, Playground, hub_link
+from playground.app import VIEW_CLASSES, Playground, page_options
 from playground.state import PlaygroundState
 
 pytest.importorskip("transformers")
@@ -66,7 +66,7 @@ def test_progress_says_mb_mb_per_s_and_time_left():
 def test_a_model_opens_by_name_from_a_mirror_with_a_redirect(page, checkpoint):
     mirror = Mirror({REPO: {"step3": checkpoint}})
     with serving(mirror):
-        hub_link(page, {"hf": REPO, "revision": "step3", "hub": mirror.url, "file": None, "memory": None})
+        page_options(page, {"hf": REPO, "revision": "step3", "hub": mirror.url, "file": None, "memory": None})
         run(page.restore_models())
     shelf, state = page.shelf, page.state
     assert state.model_name == f"hub: {REPO}@step3", shelf.status

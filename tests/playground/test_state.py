@@ -292,6 +292,25 @@ def test_the_site_builds_hidden_views_when_it_says_so():
     run(check())  # in its own thread: the browser tests' Playwright keeps a loop in this one
 
 
+def test_with_prebuild_0_a_view_is_built_when_first_shown():
+    """A link's prebuild=0: the background building ends with only the view on screen built; a view chosen later
+    is built then, drawing the current prompt."""
+    from playground.app import create_app, page_options
+
+    async def check() -> None:
+        playground = create_app(build_hidden_on_load=False)
+        page_options(playground, {"prebuild": "0"})
+        playground.state.prompt = "the cat was tired"
+        await playground.start_building_hidden()
+        assert [name for name in playground.views if playground.views.built(name)] == [playground.state.view]
+        playground.state.view = "residual"
+        built = [name for name in playground.views if playground.views.built(name)]
+        assert built == ["map", "residual"] and len(playground.content.objects) == 2
+        assert "tired" in playground.views["residual"].heading.object
+
+    run(check())
+
+
 def test_hidden_views_wait_while_a_model_is_being_opened():
     """While the shelf opens a model (a link's Hub model, files picked), the background building builds no view:
     each would be built for the model shown and then again for the new one. Once the shelf is done, it goes on."""
