@@ -87,12 +87,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 # The longest tests, longest first (each walks every view of a page, or trains, or runs a journey of several steps).
-LONGEST = ("test_every_view_fits_and_axe_finds_nothing_serious", "test_every_view_of_a_12_by_12_model_is_readable",
-           "test_trained_model_next_token_residual_generate_analyse_and_attention",
+LONGEST = ("test_every_view_fits_and_axe_finds_nothing_serious",
+           "test_a_12_by_12_model_is_readable_in_every_view_it_changes",
            "test_a_link_trains_the_repeat_task_and_its_model_joins_every_view",
+           "test_keyboard_alone_selects_a_token_a_view_a_head_and_generates",
            "test_embedded_views_fit_their_frame",
-           "test_a_link_restores_the_page_and_copy_link_embed_code_csv_and_chart_files",
-           "test_keyboard_alone_selects_a_token_a_view_a_head_and_generates")
+           "test_a_link_restores_the_page_and_copy_link_embed_code_csv_and_chart_files")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
