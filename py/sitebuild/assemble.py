@@ -133,7 +133,8 @@ def pyodide_cdn(lock: dict) -> str:
 def build(site: Path = SITE, py_dir: Path = PY_DIR, pyodide_packages: Path | None = None,
           hub_mirrors: list[str] = (), lesson_origins: list[str] = (), prepare: bool = False) -> dict | None:
     """Build the site into ``site``; with ``prepare``, only fill .cache/ with what every build reuses (downloads,
-    minified scripts, compiled wheels and standard library) and stop before the steps that need Panel."""
+    minified scripts, compiled wheels and standard library, the first view's environment when this Python lacks
+    the pins) and stop before the steps that need Panel."""
     lesson_sources(lesson_origins)  # a wrong origin stops the build before it downloads anything
     lock = read_lock()
     project_packages(py_dir)  # check the inputs before downloading anything
@@ -164,6 +165,7 @@ def build(site: Path = SITE, py_dir: Path = PY_DIR, pyodide_packages: Path | Non
     entries = write_wheels(pkg, lock, wheels, sdists, py_dir, out / "wheels")
     remote = write_vendored(pkg, lock, official, vendored, entries, out / "wheels")
     if prepare:
+        first_view.prepare(lock, log)
         log(f"prepared {CACHE}: later builds reuse what it holds")
         return None
     shutil.copyfile(py_dir / APP_STYLESHEET_SOURCE, site / APP_STYLESHEET)

@@ -115,6 +115,15 @@ def render_python(pins: dict[str, str], log, python: str = sys.executable,  # no
     return str(venv_python(venv))
 
 
+def prepare(lock: dict, log) -> None:  # noqa: ANN001 - log: common.log
+    """`build.py --prepare`: make the environment now when this Python lacks the pins (pip needs the network once,
+    as the rest of what --prepare fetches), so that later builds need none."""
+    try:
+        render_python(pins(lock), log)
+    except BuildError as e:
+        log(f"no environment for the first view yet (a build makes it): {e}")
+
+
 def alive(pid: int) -> bool:
     if os.name == "nt":  # os.kill there ends the process: keep the folder
         return True
